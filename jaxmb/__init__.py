@@ -1,7 +1,10 @@
 """jaxmb: differentiable multibody dynamics with empirical joint maps f(q), in JAX.
 
-The curated public API; submodules are the implementation and nothing else re-exports.
+The curated public API. Functions follow ``algorithm(model, ...)``; models are immutable pytrees.
+Stages are imported on first use (``jaxmb.mass_matrix`` loads :mod:`jaxmb.dynamics`).
 """
+
+import importlib
 
 import jax as _jax
 
@@ -22,3 +25,45 @@ from .kinematics import (  # noqa: E402
 from .model import Body, Model, ModelError, build_model  # noqa: E402
 
 __version__ = "0.1.0"
+
+# name -> module of the public functions of the later pipeline stages
+_PUBLIC = {
+    "joint_values": "coupling",
+    "joint_gradients": "coupling",
+    "joint_hessians": "coupling",
+    "ImplicitMap": "coupling",
+    "mass_matrix": "dynamics",
+    "bias_forces": "dynamics",
+    "gravity_forces": "dynamics",
+    "applied_forces": "dynamics",
+    "forward_dynamics": "dynamics",
+    "inverse_dynamics": "dynamics",
+    "kinetic_energy": "dynamics",
+    "potential_energy": "dynamics",
+    "simulate": "simulate",
+    "simulate_batch": "simulate",
+    "Trajectory": "simulate",
+    "muscle_lengths": "muscles",
+    "muscle_velocities": "muscles",
+    "moment_arms": "muscles",
+}
+_SUBMODULES = {
+    "dynamics",
+    "forces",
+    "simulate",
+    "muscles",
+    "sharing",
+    "control",
+    "identify",
+    "newton_euler",
+    "gait",
+    "io",
+}
+
+
+def __getattr__(name):
+    if name in _PUBLIC:
+        return getattr(importlib.import_module(f"{__name__}.{_PUBLIC[name]}"), name)
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module 'jaxmb' has no attribute {name!r}")
