@@ -1,0 +1,197 @@
+"""Andrews' squeezer: the closed-form joint map, the tree model against the test set's DAE, and the
+published reference solution at t = 0.03 s (IVP test set, problem 'andrews')."""
+
+import importlib.util
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import jaxmb as mb
+from jaxmb.kinematics import compose_transforms, local_transforms
+from jaxmb.models import andrews as an
+
+DATA = an.andrews_data()
+P = DATA["p"]
+Y0 = np.asarray(DATA["initial_values_t0"]["angles"])
+HAVE_DYNAMICS = importlib.util.find_spec("jaxmb.dynamics") is not None
+HAVE_SIMULATE = importlib.util.find_spec("jaxmb.simulate") is not None
+
+
+KIN = an.andrews_squeezer(forces=False)  # the mechanism without its force elements
+
+
+@pytest.fixture(scope="module")
+def jmap():
+    return KIN.joint_map
+
+
+@jax.jit
+def _loop_check(beta):
+    q = jnp.reshape(beta, (1,))
+    g = KIN.joint_map.constraint_residual(KIN.joint_map(q))
+    E = jnp.stack([mb.point_position(KIN, k, None, q) for k in ("E_K2", "E_K3", "E_K4", "E_K6")])
+    return g, E
+
+
+@jax.jit
+def _derivative_check(beta):
+    q = jnp.reshape(beta, (1,))
+    f, J, H = KIN.joint_map.derivatives(q)
+    y, Y, Ypp = an.to_test_set(f), an.to_test_set(J[:, 0]), an.to_test_set(H[:, 0, 0])
+    G = an.dae_constraint_jacobian(P, y)
+    return (
+        Y,
+        Ypp,
+        G @ Y,
+        G @ Ypp + an.dae_gqq(P, y, Y),
+        J,
+        H,
+        jax.jacfwd(KIN.joint_map)(q),
+        (jax.hessian(KIN.joint_map)(q)),
+    )
+
+
+@pytest.fixture(scope="module")
+def model():
+    return an.andrews_squeezer()
+
+
+betas = st.floats(-20.0, 40.0, allow_nan=False)
+
+
+class _Hashable(dict):
+    """The parameter dict as a static jit argument."""
+
+    def __hash__(self):
+        return hash(tuple(sorted(self.items())))
+
+
+def test_built_in_route_and_structure():
+    m = mb.models.andrews_squeezer(forces=False)
+    assert m.nb == 7 and m.nq == 1 and m.body_names == an.BODY_NAMES
+    assert np.all(np.asarray(m.axis_theta) == np.array([0.0, 0.0, 1.0]))
+    assert np.all(np.asarray(m.gravity) == 0.0)
+    assert m.parent == (-1, 0, -1, -1, 3, -1, 5)
+
+
+def test_initial_angles_are_the_test_sets(jmap):
+    f = jmap(jnp.array([an.BETA0]))
+    np.testing.assert_allclose(np.asarray(an.to_test_set(f)), Y0, rtol=0, atol=1e-14)
+    np.testing.assert_array_equal(np.asarray(an.from_test_set(an.to_test_set(f))), np.asarray(f))
+
+
+@settings(max_examples=25)
+@given(betas)
+def test_loops_closed_to_1e12(beta):
+    g, E = (np.asarray(a) for a in _loop_check(beta))
+    assert np.max(np.abs(g)) < 1e-12 * P["ss"]
+    # and the same with the body poses of the tree: all four copies of E coincide
+    assert np.max(np.abs(E[1:] - E[0])) < 1e-16 + 1e-13 * P["ss"]
+
+
+def test_same_branch_over_cycles_and_smooth(jmap):
+    """f(β + 2π) = f(β) + 2π (1, −1, 0, …): Θ follows β, every other variable is periodic; the
+    absolute angles that the closed form differences stay far from atan2's cut at ±π."""
+    b = jnp.linspace(-2 * np.pi, 6 * np.pi, 4001)
+    F = jax.vmap(lambda x: jmap(x[None]))(b)
+    F2 = jax.vmap(lambda x: jmap(x[None]))(b + 2 * np.pi)
+    shift = np.array([2 * np.pi, -2 * np.pi, 0, 0, 0, 0, 0])
+    np.testing.assert_allclose(np.asarray(F2 - F), np.broadcast_to(shift, F.shape), atol=1e-12)
+    absolute = np.stack([F[:, 0] + F[:, 1], F[:, 2], F[:, 3], F[:, 3] + F[:, 4], F[:, 5],
+                         F[:, 5] + F[:, 6]], axis=1)  # fmt: skip
+    assert np.max(np.abs(absolute)) < np.pi - 1.0
+    # the step-to-step change is small everywhere: no jump of an assembly branch
+    assert np.max(np.abs(np.diff(np.asarray(F), axis=0))) < 0.05
+    # the mirror symmetry of the two chains (README §3.7): Φ = −Ω
+    np.testing.assert_allclose(np.asarray(F[:, 4]), -np.asarray(F[:, 6]), atol=1e-13)
+
+
+@settings(max_examples=25)
+@given(betas)
+def test_gradient_and_hessian_satisfy_the_constraints(beta):
+    """Independent route: the test set's G and g_qq. With y(β) on the constraint manifold,
+    G Y = 0 and G Y'' + g_qq(Y, Y) = 0 (d/dβ and d²/dβ² of g(y(β)) = 0), Y = (1, …)."""
+    Y, Ypp, GY, res, J, H, Jd, Hd = (np.asarray(a) for a in _derivative_check(beta))
+    assert Y[0] == 1.0 and Ypp[0] == 0.0
+    # each term of G Y is at most d·|Y|; of G Y'' + g_qq at most d·(|Y''| + |Y|²)
+    assert np.max(np.abs(GY)) < 1e-13 * P["ss"] * np.max(np.abs(Y))
+    assert np.max(np.abs(res)) < 1e-13 * P["ss"] * (np.max(np.abs(Ypp)) + np.max(Y**2))
+    # and the overridden derivatives equal autodiff of the closed form
+    np.testing.assert_allclose(J, Jd, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(H, Hd, rtol=1e-12, atol=1e-13 * np.abs(Hd).max())
+
+
+def _tree_joint_space_mass_matrix(model, f):
+    """Σ m Jpᵀ Jp + I_zz Jφᵀ Jφ over the bodies, by autodiff of the tree's com positions and
+    absolute angles in the joint variables f (no jaxmb.dynamics involved)."""
+
+    def com_and_angle(f):
+        A = compose_transforms(model.parent, local_transforms(model, f))
+        com = jnp.einsum("iab,ib->ia", A[:, :3, :3], model.com) + A[:, :3, 3]
+        phi = jnp.arctan2(A[:, 1, 0], A[:, 0, 0])
+        return com[:, :2], phi
+
+    Jp, Jphi = jax.jacfwd(com_and_angle)(f)
+    Izz = model.inertia[:, 2, 2]
+    return jnp.einsum("i,iak,ial->kl", model.mass, Jp, Jp) + jnp.einsum(
+        "i,ik,il->kl", Izz, Jphi, Jphi
+    )
+
+
+@jax.jit
+def _mass_matrices(y):
+    Mt = _tree_joint_space_mass_matrix(KIN, an.from_test_set(y))
+    return an.to_test_set(an.to_test_set(Mt).T), an.dae_mass_matrix(P, y)
+
+
+@settings(max_examples=15)
+@given(st.lists(st.floats(-4.0, 4.0, allow_nan=False), min_size=7, max_size=7))
+def test_tree_bodies_give_the_test_set_mass_matrix(y):
+    """The body-by-body tree reproduces the test set's 7×7 M(y) (§3.3) at any 7 angles."""
+    Mt, Md = _mass_matrices(jnp.asarray(y))
+    np.testing.assert_allclose(np.asarray(Mt), np.asarray(Md), rtol=0, atol=1e-12 * Md.max())
+
+
+def test_mass_matrix_at_t0_matches_readme_values():
+    Md = np.asarray(an.dae_mass_matrix(P, jnp.asarray(Y0)))
+    want = {(0, 0): 2.7455193e-06, (1, 0): 6.298875e-07, (1, 1): 9.237125e-07,
+            (2, 2): 1.6170147425e-05, (3, 3): 8.03380146e-07, (4, 3): 1.1644631672447e-06,
+            (4, 4): 6.79812821885e-05, (6, 6): 4.13408445185e-05}  # fmt: skip
+    for (i, j), v in want.items():
+        assert Md[i, j] == pytest.approx(v, rel=1e-7)
+    np.testing.assert_array_equal(Md, Md.T)
+    f0 = np.asarray(an.dae_forces(P, jnp.asarray(Y0), jnp.zeros(7)))
+    np.testing.assert_allclose(f0, [0.033, 0, -3.0042048572133506, 0, 0, 0, 0], rtol=1e-12)
+
+
+def test_projected_dae_initial_acceleration(jmap):
+    """The test set's equations projected on the joint map give its consistent ÿ(0)."""
+    q = jnp.array([an.BETA0])
+    qdd = jax.jit(an.dae_projected_acceleration, static_argnums=0)(
+        _Hashable(P), jmap, q, jnp.zeros(1)
+    )
+    _, J, _ = jmap.derivatives(q)
+    ydd = np.asarray(an.to_test_set(J[:, 0] * qdd[0]))
+    want = np.asarray(DATA["initial_values_t0"]["accelerations"])
+    np.testing.assert_allclose(ydd, want, rtol=1e-11, atol=1e-9)
+
+
+@pytest.mark.skipif(not HAVE_DYNAMICS, reason="jaxmb.dynamics not available yet")
+@settings(max_examples=10)
+@given(betas, st.floats(-2000.0, 2000.0, allow_nan=False))
+def test_tree_dynamics_equals_projected_dae(model, beta, beta_dot):
+    """jaxmb's mass matrix and forward dynamics (spring and motor as model force elements) equal the
+    test set's DAE projected on the joint map."""
+    q, qd = jnp.array([beta]), jnp.array([beta_dot])
+    f, J, _ = model.joint_map.derivatives(q)
+    Y = an.to_test_set(J[:, 0])
+    Md = an.dae_mass_matrix(P, an.to_test_set(f))
+    M = mb.mass_matrix(model, q)
+    np.testing.assert_allclose(np.asarray(M), np.asarray(Y @ Md @ Y)[None, None], rtol=1e-12)
+    want = an.dae_projected_acceleration(P, model.joint_map, q, qd)
+    got = mb.forward_dynamics(model, q, qd)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-10, atol=1e-10)
