@@ -1,11 +1,11 @@
 """The multibody model: an immutable pytree of bodies, joints and a joint map (seed 001 §3-1, §3-2).
 
 Bodies are numbered 0..nb-1 so that a parent precedes its children (Featherstone); the ground is
-parent ``-1``. Body i is attached to its parent by one 1-DOF joint: the parent frame is translated by
-``d_i`` along the unit vector ``V_d`` and then rotated by ``θ_i`` about the unit vector ``V_θ``, both
-given in the parent frame (Eqs. 38–39). For a revolute joint ``θ_i = f_i(q)`` and ``d_i`` is constant;
-for a prismatic joint ``d_i = f_i(q)`` and ``θ_i`` is constant. So n_j = n_b: body i's joint is joint i.
-Multi-DOF joints are chains of 1-DOF joints through massless bodies.
+parent ``-1``. Body i is attached to its parent by one 1-DOF joint: the parent frame is translated
+by ``d_i`` along the unit vector ``V_d`` and then rotated by ``θ_i`` about the unit vector ``V_θ``,
+both given in the parent frame (Eqs. 38–39). For a revolute joint ``θ_i = f_i(q)`` and ``d_i`` is
+constant; for a prismatic joint ``d_i = f_i(q)`` and ``θ_i`` is constant. So n_j = n_b: body i's
+joint is joint i. Multi-DOF joints are chains of 1-DOF joints through massless bodies.
 
 Build models with :func:`build_model` (which validates everything and names the offending element);
 :class:`Model` itself only stores arrays, so that JAX can rebuild it from traced leaves.
@@ -25,7 +25,7 @@ from jaxtyping import Array, Float
 
 from .coupling import AbstractJointMap, identity_map
 
-__all__ = ["Body", "Model", "build_model", "ModelError", "REVOLUTE", "PRISMATIC"]
+__all__ = ["Body", "Model", "NamedPoint", "build_model", "ModelError", "REVOLUTE", "PRISMATIC"]
 
 REVOLUTE = "revolute"
 PRISMATIC = "prismatic"
@@ -69,6 +69,29 @@ class Body:
     inertia: Any = ((0.0, 0.0, 0.0), (0.0, 0.0, 0.0), (0.0, 0.0, 0.0))
 
 
+class NamedPoint(eqx.Module):
+    """A named point fixed in a body: the body index is static, the position a traced leaf.
+
+    Unpacks like the pair ``(body, position)``: ``b, r = model.points[name]``.
+
+    Attributes:
+        body: body index, -1 for the ground (static).
+        position: (3,) position in the body frame (m).
+    """
+
+    body: int = eqx.field(static=True)
+    position: Float[Array, " 3"]
+
+    def __iter__(self):
+        return iter((self.body, self.position))
+
+    def __getitem__(self, k):
+        return (self.body, self.position)[k]
+
+    def __len__(self):
+        return 2
+
+
 class Model(eqx.Module):
     """A multibody system with joint variables f(q). Immutable; every array is a traced leaf.
 
@@ -85,7 +108,7 @@ class Model(eqx.Module):
         joint_map: the map q ↦ f(q).
         forces: applied generalized-force elements (springs, motors, ...), each a pytree.
         muscles: musculotendon units (or ``None``).
-        points: named points ``{name: (body index, (3,) position in body frame)}`` (static body).
+        points: named points ``{name: NamedPoint(body index, (3,) position in body frame)}``.
         name: model name (static).
     """
 
@@ -151,7 +174,8 @@ class Model(eqx.Module):
         if isinstance(coordinate, str):
             if coordinate not in self.coordinate_names:
                 raise ModelError(
-                    f"unknown coordinate {coordinate!r}; coordinates are {list(self.coordinate_names)}"
+                    f"unknown coordinate {coordinate!r}; "
+                    f"coordinates are {list(self.coordinate_names)}"
                 )
             return self.coordinate_names.index(coordinate)
         return int(coordinate)
@@ -179,7 +203,9 @@ def _unit(v, what: str) -> np.ndarray:
     if n == 0.0:
         raise ModelError(f"{what} is the zero vector; a joint axis must be a unit vector")
     if abs(n - 1.0) > _AXIS_TOL:
-        raise ModelError(f"{what} = {v.tolist()} has norm {n:.12g}; a joint axis must be a unit vector")
+        raise ModelError(
+            f"{what} = {v.tolist()} has norm {n:.12g}; a joint axis must be a unit vector"
+        )
     return v
 
 
@@ -198,7 +224,8 @@ def build_model(
 
     Args:
         bodies: the bodies in an order where every parent precedes its children.
-        joint_map: q ↦ f(q) with ``nj == len(bodies)``; default the identity (one coordinate per joint).
+        joint_map: q ↦ f(q) with ``nj == len(bodies)``; default the identity (one coordinate per
+            joint).
         gravity: (3,) m/s² in the ground frame.
         coordinate_names: nq names; default ``q0, q1, ...``.
         forces: applied force elements (see :mod:`jaxmb.forces`).
@@ -212,10 +239,11 @@ def build_model(
     bodies = list(bodies)
     if not bodies:
         raise ModelError("a model needs at least one body")
-    names = [b.name for b in bodies]
     for i, b in enumerate(bodies):
         if not isinstance(b, Body):
             raise ModelError(f"bodies[{i}] is a {type(b).__name__}, expected jaxmb.Body")
+    names = [b.name for b in bodies]
+    for i, b in enumerate(bodies):
         if not isinstance(b.name, str) or not b.name:
             raise ModelError(f"bodies[{i}] has an invalid name {b.name!r}")
         if names.count(b.name) > 1:
@@ -238,8 +266,8 @@ def build_model(
             pi = int(p)
         if pi >= i:
             raise ModelError(
-                f"{where}: parent {pi} does not precede it; number bodies so that parents come first"
-                " (this also rules out cycles)"
+                f"{where}: parent {pi} does not precede it; number bodies so that parents come"
+                " first (this also rules out cycles)"
             )
         if pi < -1:
             raise ModelError(f"{where}: invalid parent index {pi}")
@@ -251,10 +279,14 @@ def build_model(
         if b.joint == REVOLUTE:
             if b.position is not None:
                 if b.offset_axis is not None or b.offset != 0.0:
-                    raise ModelError(f"{where}: give either position or offset_axis/offset, not both")
+                    raise ModelError(
+                        f"{where}: give either position or offset_axis/offset, not both"
+                    )
                 r = np.asarray(b.position, dtype=float)
                 if r.shape != (3,) or not np.all(np.isfinite(r)):
-                    raise ModelError(f"{where}: position must be a finite 3-vector, got {b.position}")
+                    raise ModelError(
+                        f"{where}: position must be a finite 3-vector, got {b.position}"
+                    )
                 n = np.linalg.norm(r)
                 axis_d.append(r / n if n > 0 else np.array([1.0, 0.0, 0.0]))
                 dvals.append(n)
@@ -265,7 +297,9 @@ def build_model(
             tvals.append(0.0)
         else:
             if b.offset_axis is None:
-                raise ModelError(f"{where}: a prismatic joint needs offset_axis (the sliding axis V_d)")
+                raise ModelError(
+                    f"{where}: a prismatic joint needs offset_axis (the sliding axis V_d)"
+                )
             if b.position is not None:
                 raise ModelError(f"{where}: position is for revolute joints; use offset_axis")
             axis_d.append(_unit(b.offset_axis, f"{where}: sliding axis V_d"))
@@ -315,10 +349,16 @@ def build_model(
             if pb not in names and pb != "ground":
                 raise ModelError(f"point {pname!r}: unknown body {pb!r}")
             pb = -1 if pb == "ground" else names.index(pb)
+        elif not -1 <= int(pb) < len(names):
+            raise ModelError(
+                f"point {pname!r}: body index {int(pb)} out of range for {len(names)} bodies"
+            )
         pr = np.asarray(pr, dtype=float)
-        if pr.shape != (3,):
-            raise ModelError(f"point {pname!r}: position must be a 3-vector, got shape {pr.shape}")
-        pts[pname] = (int(pb), jnp.asarray(pr))
+        if pr.shape != (3,) or not np.all(np.isfinite(pr)):
+            raise ModelError(
+                f"point {pname!r}: position must be a finite 3-vector, got {pr.tolist()}"
+            )
+        pts[pname] = NamedPoint(int(pb), jnp.asarray(pr))
 
     return Model(
         parent=tuple(parent),
