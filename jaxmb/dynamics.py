@@ -1,0 +1,442 @@
+"""Equations of motion ``M(q) q̈ + N(q, q̇) q̇ = G(q) + Q(q, q̇, t) + τ`` (seed 001 §4, Eq. 198).
+
+Three independent routes to M, N q̇ and G, selected by ``method``:
+
+``"tree"`` (default, fast)
+    Composite-rigid-body algorithm and recursive Newton–Euler in the *joint variables* θ = f(q)
+    (one per body), projected to q by the chain rule through the joint map:
+    ``θ̇ = J q̇``, ``θ̈ = J q̈ + γ`` with ``γ_i = q̇ᵀ H_i q̇``, so ``M = Jᵀ M_θ J`` and
+    ``N q̇ = Jᵀ (M_θ γ + c_θ(θ, θ̇))``. Spatial vectors are expressed in the ground frame (twist
+    ``(ω, v_O)`` about the ground origin), where every joint axis ``S_j`` is a plain 6-vector, the
+    velocity recursion ``V_i = V_pr(i) + S_i θ̇_i`` is the ancestor sum ``V = Anc · (S θ̇)``, and the
+    force recursion ``F_pr(i) += F_i`` is the descendant sum ``F = Ancᵀ f``. Both are one matrix
+    product with the static ancestor mask, so nothing unrolls per body and a batch vectorizes. The
+    body poses come from pointer jumping (⌈log₂ depth⌉ batched 4×4 products).
+
+``"closed_form"`` (the seed's Kronecker calculus, in tensor form)
+    With the body pseudo-inertia ``J_i = ∫ [r;1][r;1]ᵀ dm`` (Eq. 131, body frame) and the
+    closed-form derivatives ``dA_i[k] = ∂⁰ᵢA₄/∂q_k``, ``ddA_i[l,m] = ∂²⁰ᵢA₄/∂q_l∂q_m`` of
+    :func:`jaxmb.kinematics.kinematics` (Eqs. 75, 99), Eqs. 145, 147 and 187 read
+
+        M_kl   = Σ_i tr( dA_i[k] J_i dA_i[l]ᵀ )                              (Eq. 145)
+        (Nq̇)_k = Σ_i tr( dA_i[k] J_i (Σ_lm ddA_i[l,m] q̇_l q̇_m)ᵀ )           (Eq. 147, corrected)
+        G_k    = Σ_i m_i gᵀ (dA_i[k] [c_i; 1])₁:₃                           (Eq. 187)
+
+    The printed Eq. 147 repeats Eq. 145 (``D_i D_iᵀ``); the second part of Eq. 126 instead gives
+    ``δqᵀ N_i q̇ = tr( D'_iᵀ (J_i ⊗ q̇^[2] δqᵀ) D_i )``, i.e. with ``C_2 = vec(I₄) ⊗ I_{nq²}``
+
+        N_i q̇ = C_1ᵀ (J_i ⊗ U_{nq,4}ᵀ)(D_i D'_iᵀ ⊗ I₄)(I₄ ⊗ U_{nq²,4}) C_2 (q̇ ⊗ q̇),
+
+    whose index form is the trace above (the tests check both against each other). Derivation:
+    the point acceleration is ``a_p = Σ_k dA[k] r̄ q̈_k + Σ_lm ddA[l,m] r̄ q̇_l q̇_m`` (Eq. 57) and
+    ``δr_p = Σ_k dA[k] r̄ δq_k``; integrating ``a_p · δr_p`` over the body with ``∫ r̄ r̄ᵀ dm = J_i``
+    gives ``δqᵀ(M q̈ + N q̇)`` with the traces above. The same follows from Lagrange's equations with
+    ``T = ½ Σ_i tr(Ȧ_i J_i Ȧ_iᵀ)``: the ``ddA``-terms of ``d/dt ∂T/∂q̇`` and ``∂T/∂q`` cancel by the
+    symmetry of ``ddA`` in (l, m), leaving the quadratic-velocity acceleration term alone.
+
+``"lagrangian"`` (slow referee)
+    ``L = T − V`` with T from the body velocities (``½ m |v_c|² + ½ ωᵀ I ω``) and V from the
+    centre-of-mass heights, differentiated by JAX: ``M = ∂²T/∂q̇²``,
+    ``N q̇ = (∂²T/∂q̇∂q) q̇ − ∂T/∂q``, ``G = −∂V/∂q``.
+
+Units: SI throughout; generalized forces in N or N·m per unit of each coordinate.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.scipy.linalg as jsl
+import numpy as np
+from jaxtyping import Array, Float
+
+from . import matcalc
+from .kinematics import body_transforms, kinematics, local_transforms, rotation
+from .model import Model
+
+__all__ = [
+    "METHODS",
+    "pseudo_inertia",
+    "joint_space_mass_matrix",
+    "mass_matrix",
+    "bias_forces",
+    "gravity_forces",
+    "applied_forces",
+    "generalized_forces",
+    "forward_dynamics",
+    "inverse_dynamics",
+    "kinetic_energy",
+    "potential_energy",
+    "total_energy",
+    "christoffel_matrix",
+]
+
+METHODS = ("tree", "closed_form", "lagrangian")
+
+
+def _check_method(method: str) -> None:
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
+
+
+# ----------------------------------------------------------------------------------------------
+# Inertial parameters
+# ----------------------------------------------------------------------------------------------
+
+
+def pseudo_inertia(model: Model) -> Float[Array, "nb 4 4"]:
+    """Eq. 131: ``J_i = ∫ [r;1][r;1]ᵀ dm`` in body i's frame (kg·m², kg·m, kg), shape (nb, 4, 4).
+
+    ``∫ r rᵀ dm = m c cᵀ + ½ tr(I_c) 1 − I_c`` with I_c the inertia tensor about the centre of mass.
+    """
+    m, c, Ic = model.mass, model.com, model.inertia
+    second = (
+        m[:, None, None] * c[:, :, None] * c[:, None, :]
+        + 0.5 * jnp.trace(Ic, axis1=1, axis2=2)[:, None, None] * jnp.eye(3, dtype=Ic.dtype)
+        - Ic
+    )
+    mc = m[:, None] * c
+    top = jnp.concatenate([second, mc[:, :, None]], axis=2)
+    bottom = jnp.concatenate([mc[:, None, :], m[:, None, None]], axis=2)
+    return jnp.concatenate([top, bottom], axis=1)
+
+
+# ----------------------------------------------------------------------------------------------
+# Tree path: ground-frame spatial algebra over the static ancestor mask
+# ----------------------------------------------------------------------------------------------
+
+
+def _jump_schedule(parent) -> list[np.ndarray]:
+    """Static pointer-jumping schedule: before step s, ptr[i] is the 2^s-th ancestor (or ground)."""
+    nb = len(parent)
+    ptr = np.where(np.asarray(parent) < 0, nb, np.asarray(parent))
+    steps = []
+    while np.any(ptr < nb):
+        steps.append(ptr.copy())
+        ext = np.append(ptr, nb)
+        ptr = ext[ptr]
+    return steps
+
+
+def _world_poses(model: Model, f: Float[Array, " nj"]) -> Float[Array, "nb 4 4"]:
+    """``⁰ᵢA₄`` by pointer jumping: ⌈log₂ depth⌉ batched 4×4 products, no per-body loop."""
+    T = local_transforms(model, f)
+    eye = jnp.eye(4, dtype=T.dtype)[None]
+    for ptr in _jump_schedule(model.parent):
+        T = jnp.concatenate([T, eye], axis=0)[ptr] @ T
+    return T
+
+
+class _TreeState(eqx.Module):
+    """Ground-frame spatial quantities at one configuration (internal)."""
+
+    S: Array  # (nb, 6) joint axes (ω, v_O)
+    m: Array  # (nb,)
+    c: Array  # (nb, 3) centres of mass, ground frame
+    Ic: Array  # (nb, 3, 3) inertia about the com, ground axes
+    anc: Array  # (nb, nb) ancestor mask, anc[i, j] = j ⪯ i
+
+
+def _tree_state(model: Model, f: Float[Array, " nj"]) -> _TreeState:
+    A = _world_poses(model, f)
+    R, p = A[:, :3, :3], A[:, :3, 3]
+    rev = jnp.asarray(model.is_revolute)[:, None]
+    w = jnp.einsum("iab,ib->ia", R, model.axis_theta)
+    # a prismatic joint slides along V_d of the parent frame = R_i Rθᵀ V_d
+    u = jnp.einsum("iba,ib->ia", rotation(model.axis_theta, model.theta), model.axis_d)
+    slide = jnp.einsum("iab,ib->ia", R, u)
+    zero = jnp.zeros_like(w)
+    S = jnp.where(
+        rev,
+        jnp.concatenate([w, jnp.cross(p, w)], axis=1),
+        jnp.concatenate([zero, slide], axis=1),
+    )
+    c = p + jnp.einsum("iab,ib->ia", R, model.com)
+    Ic = R @ model.inertia @ jnp.swapaxes(R, 1, 2)
+    anc = jnp.asarray(model.ancestors, dtype=A.dtype)
+    return _TreeState(S=S, m=model.mass, c=c, Ic=Ic, anc=anc)
+
+
+def _inertia_apply(ts: _TreeState, xi: Float[Array, "nb 6"]) -> Float[Array, "nb 6"]:
+    """Momentum ``I_i ξ_i`` (about the ground origin) of every body for twists ξ (nb, 6)."""
+    om, v = xi[:, :3], xi[:, 3:]
+    lin = ts.m[:, None] * (v + jnp.cross(om, ts.c))
+    ang = jnp.einsum("iab,ib->ia", ts.Ic, om) + jnp.cross(ts.c, lin)
+    return jnp.concatenate([ang, lin], axis=1)
+
+
+def _cross_motion(a, b):
+    """Spatial motion cross product ``a × b`` for (…, 6) twists."""
+    return jnp.concatenate(
+        [
+            jnp.cross(a[..., :3], b[..., :3]),
+            jnp.cross(a[..., :3], b[..., 3:]) + jnp.cross(a[..., 3:], b[..., :3]),
+        ],
+        axis=-1,
+    )
+
+
+def _cross_force(a, h):
+    """Spatial force cross product ``a ×* h`` for twists a and wrenches/momenta h (…, 6)."""
+    return jnp.concatenate(
+        [
+            jnp.cross(a[..., :3], h[..., :3]) + jnp.cross(a[..., 3:], h[..., 3:]),
+            jnp.cross(a[..., :3], h[..., 3:]),
+        ],
+        axis=-1,
+    )
+
+
+def _rnea_theta(ts: _TreeState, thd, thdd, gravity) -> Float[Array, " nj"]:
+    """Recursive Newton–Euler in joint space: joint forces for θ̇, θ̈ and gravity (None = off)."""
+    St = ts.S * thd[:, None]
+    V = ts.anc @ St
+    acc_j = ts.S * thdd[:, None] + _cross_motion(V, St)  # Ṡ_j θ̇_j = V_j × S_j θ̇_j
+    Acc = ts.anc @ acc_j
+    if gravity is not None:
+        Acc = Acc + jnp.concatenate([jnp.zeros(3, Acc.dtype), -gravity])[None, :]
+    f = _inertia_apply(ts, Acc) + _cross_force(V, _inertia_apply(ts, V))
+    F = ts.anc.T @ f
+    return jnp.sum(ts.S * F, axis=1)
+
+
+def _crba_theta(ts: _TreeState) -> Float[Array, "nj nj"]:
+    """Composite-rigid-body algorithm: ``M_θ[j, k] = S_jᵀ Ic_k S_k`` for j ⪯ k (Ic: composite)."""
+    # 6×6 ground-frame spatial inertias about the origin, summed over descendants
+    cx = matcalc.skew(ts.c)
+    m = ts.m[:, None, None]
+    eye = jnp.eye(3, dtype=cx.dtype)[None]
+    top = jnp.concatenate([ts.Ic - m * cx @ cx, m * cx], axis=2)
+    bot = jnp.concatenate([-m * cx, m * eye], axis=2)
+    I6 = jnp.concatenate([top, bot], axis=1)
+    Icomp = jnp.einsum("ik,iab->kab", ts.anc, I6)
+    F = jnp.einsum("kab,kb->ka", Icomp, ts.S)
+    up = ts.anc.T * (ts.S @ F.T)  # [j, k] = S_j·Ic_k S_k where j ⪯ k
+    return up + up.T - jnp.diag(jnp.diag(up))
+
+
+def joint_space_mass_matrix(model: Model, q: Float[Array, " nq"]) -> Float[Array, "nj nj"]:
+    """``M_θ``: the mass matrix in the joint variables θ = f(q) (CRBA), shape (nj, nj)."""
+    return _crba_theta(_tree_state(model, model.joint_map(q)))
+
+
+# ----------------------------------------------------------------------------------------------
+# Closed form (seed §4) and the Lagrangian referee
+# ----------------------------------------------------------------------------------------------
+
+
+def _closed_form_terms(model: Model, q, qd, want_m=True, want_n=True, want_g=True):
+    k = kinematics(model, q, second_order=want_n)
+    Jp = pseudo_inertia(model)
+    out = []
+    if want_m:
+        out.append(jnp.einsum("iabk,ibc,iacl->kl", k.dA, Jp, k.dA, optimize=True))
+    if want_n:
+        Avv = jnp.einsum("iablm,l,m->iab", k.ddA, qd, qd)
+        out.append(jnp.einsum("iabk,ibc,iac->k", k.dA, Jp, Avv, optimize=True))
+    if want_g:
+        cbar = jnp.concatenate([model.com, jnp.ones_like(model.com[:, :1])], axis=1)
+        out.append(
+            jnp.einsum(
+                "i,a,iabk,ib->k", model.mass, model.gravity, k.dA[:, :3], cbar, optimize=True
+            )
+        )
+    return out
+
+
+def _lagrangian_kinetic(model: Model, q, qd):
+    A, Ad = jax.jvp(lambda x: body_transforms(model, x), (q,), (qd,))
+    R, Rd = A[:, :3, :3], Ad[:, :3, :3]
+    om_body = matcalc.unskew(jnp.swapaxes(R, 1, 2) @ Rd)
+    vc = jnp.einsum("iab,ib->ia", Rd, model.com) + Ad[:, :3, 3]
+    return 0.5 * jnp.sum(model.mass * jnp.sum(vc * vc, axis=1)) + 0.5 * jnp.einsum(
+        "ia,iab,ib->", om_body, model.inertia, om_body
+    )
+
+
+def _lagrangian_potential(model: Model, q):
+    A = body_transforms(model, q)
+    c = A[:, :3, 3] + jnp.einsum("iab,ib->ia", A[:, :3, :3], model.com)
+    return -jnp.sum(model.mass * (c @ model.gravity))
+
+
+# ----------------------------------------------------------------------------------------------
+# Public API
+# ----------------------------------------------------------------------------------------------
+
+
+def mass_matrix(
+    model: Model, q: Float[Array, " nq"], method: str = "tree"
+) -> Float[Array, "nq nq"]:
+    """Generalized mass matrix M(q) (kg, kg·m, kg·m² by coordinate units), shape (nq, nq).
+
+    Args:
+        model: the multibody model.
+        q: (nq,) generalized coordinates.
+        method: ``"tree"`` (CRBA projected through ∇f), ``"closed_form"`` (Eq. 145) or
+            ``"lagrangian"`` (∂²T/∂q̇², autodiff referee).
+    """
+    _check_method(method)
+    if method == "tree":
+        f, J, _ = model.joint_map.derivatives(q)
+        return J.T @ _crba_theta(_tree_state(model, f)) @ J
+    if method == "closed_form":
+        return _closed_form_terms(model, q, None, True, False, False)[0]
+    zero = jnp.zeros_like(q)
+    return jax.hessian(lambda v: _lagrangian_kinetic(model, q, v))(zero)
+
+
+def bias_forces(
+    model: Model, q: Float[Array, " nq"], qd: Float[Array, " nq"], method: str = "tree"
+) -> Float[Array, " nq"]:
+    """Coriolis and centrifugal forces ``N(q, q̇) q̇`` (left-hand side, gravity excluded), (nq,)."""
+    _check_method(method)
+    if method == "tree":
+        f, J, H = model.joint_map.derivatives(q)
+        gamma = jnp.einsum("jlm,l,m->j", H, qd, qd)
+        return J.T @ _rnea_theta(_tree_state(model, f), J @ qd, gamma, None)
+    if method == "closed_form":
+        return _closed_form_terms(model, q, qd, False, True, False)[0]
+    dT_dqd = lambda x: jax.grad(_lagrangian_kinetic, argnums=2)(model, x, qd)
+    mixed = jax.jvp(dT_dqd, (q,), (qd,))[1]  # (∂²T/∂q̇∂q) q̇
+    return mixed - jax.grad(_lagrangian_kinetic, argnums=1)(model, q, qd)
+
+
+def gravity_forces(
+    model: Model, q: Float[Array, " nq"], method: str = "tree"
+) -> Float[Array, " nq"]:
+    """Generalized gravity force ``G(q) = −∂V/∂q`` (right-hand side, Eq. 187), shape (nq,)."""
+    _check_method(method)
+    if method == "tree":
+        f, J, _ = model.joint_map.derivatives(q)
+        zero = jnp.zeros_like(f)
+        return -(J.T @ _rnea_theta(_tree_state(model, f), zero, zero, model.gravity))
+    if method == "closed_form":
+        return _closed_form_terms(model, q, None, False, False, True)[0]
+    return -jax.grad(_lagrangian_potential, argnums=1)(model, q)
+
+
+def applied_forces(
+    model: Model, q: Float[Array, " nq"], qd: Float[Array, " nq"], t=0.0
+) -> Float[Array, " nq"]:
+    """Sum of the generalized forces of ``model.forces`` (springs, motors, ...), shape (nq,)."""
+    total = jnp.zeros(model.nq, dtype=jnp.result_type(q, float))
+    for element in model.forces:
+        total = total + element.generalized_force(model, q, qd, t)
+    return total
+
+
+def generalized_forces(model: Model, q, qd, t=0.0) -> Float[Array, " nq"]:
+    """Everything on the right-hand side except τ: ``G(q) + Q_applied(q, q̇, t)``, shape (nq,)."""
+    return gravity_forces(model, q) + applied_forces(model, q, qd, t)
+
+
+def _tau_vector(model: Model, tau, q, qd, t):
+    if tau is None:
+        return jnp.zeros(model.nq, dtype=jnp.result_type(q, float))
+    if callable(tau):
+        tau = tau(t, q, qd)
+    tau = jnp.asarray(tau)
+    if tau.shape != (model.nq,):
+        raise ValueError(f"tau must have shape ({model.nq},) (one per coordinate), got {tau.shape}")
+    return tau
+
+
+def _forward_dynamics(model: Model, q, qd, tau, t):
+    """q̈ and a flag that is False when M is not positive definite or anything is non-finite."""
+    f, J, H = model.joint_map.derivatives(q)
+    ts = _tree_state(model, f)
+    gamma = jnp.einsum("jlm,l,m->j", H, qd, qd)
+    h = J.T @ _rnea_theta(ts, J @ qd, gamma, model.gravity)  # N q̇ − G
+    M = J.T @ _crba_theta(ts) @ J
+    rhs = applied_forces(model, q, qd, t) + _tau_vector(model, tau, q, qd, t) - h
+    chol = jsl.cho_factor(M, lower=True)
+    qdd = jsl.cho_solve(chol, rhs)
+    return qdd, jnp.all(jnp.isfinite(qdd))
+
+
+def forward_dynamics(
+    model: Model,
+    q: Float[Array, " nq"],
+    qd: Float[Array, " nq"],
+    tau=None,
+    t=0.0,
+) -> Float[Array, " nq"]:
+    """q̈ solving ``M q̈ + N q̇ = G + Q_applied + τ`` by a Cholesky factorization of M.
+
+    Args:
+        model: the model; its own ``forces`` are always applied.
+        q, qd: (nq,) state.
+        tau: extra generalized force, (nq,) array, ``None`` (zero) or a callable ``tau(t, q, q̇)``.
+        t: time (s), passed to time-dependent force elements.
+
+    Returns:
+        (nq,) generalized accelerations. Raises (through ``equinox.error_if``) when the result is
+        not finite, which means M is singular (a coordinate that moves no mass) or the state is not
+        finite.
+    """
+    qdd, ok = _forward_dynamics(model, q, qd, tau, t)
+    return eqx.error_if(
+        qdd,
+        jnp.logical_not(ok),
+        "forward_dynamics: non-finite q̈ — the mass matrix is not positive definite (a coordinate "
+        "that moves no mass, or a singular joint map) or the state/joint map is not finite",
+    )
+
+
+def inverse_dynamics(
+    model: Model,
+    q: Float[Array, " nq"],
+    qd: Float[Array, " nq"],
+    qdd: Float[Array, " nq"],
+    t=0.0,
+) -> Float[Array, " nq"]:
+    """τ (nq,) with ``M q̈ + N q̇ = G + Q_applied + τ``, by one Newton–Euler pass (no M formed)."""
+    f, J, H = model.joint_map.derivatives(q)
+    thdd = J @ qdd + jnp.einsum("jlm,l,m->j", H, qd, qd)
+    lhs = J.T @ _rnea_theta(_tree_state(model, f), J @ qd, thdd, model.gravity)
+    return lhs - applied_forces(model, q, qd, t)
+
+
+def kinetic_energy(
+    model: Model, q: Float[Array, " nq"], qd: Float[Array, " nq"]
+) -> Float[Array, ""]:
+    """``T = ½ Σ_i V_iᵀ I_i V_i`` (J) from the ground-frame body twists."""
+    f, J, _ = model.joint_map.derivatives(q)
+    ts = _tree_state(model, f)
+    V = ts.anc @ (ts.S * (J @ qd)[:, None])
+    return 0.5 * jnp.sum(V * _inertia_apply(ts, V))
+
+
+def potential_energy(model: Model, q: Float[Array, " nq"]) -> Float[Array, ""]:
+    """Gravitational potential ``V = −Σ_i m_i gᵀ c_i`` (J), zero at the ground origin.
+
+    Conservative applied elements (springs) are not included; see :func:`total_energy`.
+    """
+    return _lagrangian_potential(model, q)
+
+
+def total_energy(model: Model, q: Float[Array, " nq"], qd: Float[Array, " nq"]) -> Float[Array, ""]:
+    """``T + V + Σ`` potential energies of the force elements that define one (J)."""
+    e = kinetic_energy(model, q, qd) + potential_energy(model, q)
+    for element in model.forces:
+        pe = getattr(element, "potential_energy", None)
+        if pe is not None:
+            e = e + pe(model, q)
+    return e
+
+
+def christoffel_matrix(
+    model: Model, q: Float[Array, " nq"], qd: Float[Array, " nq"]
+) -> Float[Array, "nq nq"]:
+    """Coriolis matrix C(q, q̇) from the Christoffel symbols of M (autodiff), with ``C q̇ = N q̇``.
+
+    ``C_kj = Σ_l ½ (∂M_kj/∂q_l + ∂M_kl/∂q_j − ∂M_lj/∂q_k) q̇_l``; then ``Ṁ − 2C`` is skew-symmetric.
+    """
+    dM = jax.jacfwd(lambda x: mass_matrix(model, x))(q)  # dM[k, j, l] = ∂M_kj/∂q_l
+    return 0.5 * (
+        jnp.einsum("kjl,l->kj", dM, qd)
+        + jnp.einsum("klj,l->kj", dM, qd)
+        - jnp.einsum("ljk,l->kj", dM, qd)
+    )
