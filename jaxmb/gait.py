@@ -5,9 +5,9 @@
   both, and of the BMClab body-segment parameter (BSP) tables, ship in ``jaxmb/data/gait/``.
 * BSP tables: Dempster as tabulated by Winter, and Zatsiorsky as adjusted by de Leva (1996).
 * Noisy marker data (100–1000 Hz) is low-pass filtered with a zero-lag Butterworth filter: a
-  2nd-order filter run forward and backward (4th order, no phase lag), its cutoff raised by
-  Winter's correction ``1 / (2^{1/2} − 1)^{1/4} = 1/0.802`` so that the *two-pass* response is −3 dB
-  at the requested cutoff (Winter 2009, §3.4.4.3). The cutoff is a parameter (6 Hz is the usual
+  2nd-order filter run forward and backward (4th order, no phase lag), its (pre-warped) cutoff
+  raised by Winter's correction ``1 / (2^{1/2} − 1)^{1/4} = 1/0.802`` so that the *two-pass*
+  response is −3 dB at the requested cutoff (Winter 2009, §3.4.4.3). The cutoff is a parameter (6 Hz is the usual
   choice for walking). Edges are padded by odd reflection, as ``scipy.signal.filtfilt`` does.
   Derivatives are second-order central differences (one-sided second order at the ends); filtering
   before differencing is what keeps them usable — differencing amplifies noise by ~1/Δt per order.
@@ -274,7 +274,9 @@ def read_bmc3d(path: str | Path) -> Bmc3dTrial:
                 continue
             fields = line.split()
             if len(fields) != len(header):
-                raise GaitDataError(f"{p}, line {ln}: {len(fields)} fields, header has {len(header)}")
+                raise GaitDataError(
+                    f"{p}, line {ln}: {len(fields)} fields, header has {len(header)}"
+                )
             try:
                 rows.append([float(v) for v in fields])
             except ValueError:
@@ -380,9 +382,13 @@ def segment_parameters(
     rows = read_bsp_table(table)
     key = segment.lower()
     if key not in rows:
-        raise GaitDataError(f"BSP table {table!r} has no segment {segment!r}; it has {sorted(rows)}")
+        raise GaitDataError(
+            f"BSP table {table!r} has no segment {segment!r}; it has {sorted(rows)}"
+        )
     if not (body_mass > 0 and length > 0):
-        raise GaitDataError(f"segment {segment!r}: body mass {body_mass} and length {length} must be > 0")
+        raise GaitDataError(
+            f"segment {segment!r}: body mass {body_mass} and length {length} must be > 0"
+        )
     s = rows[key]
     if not np.all(np.isfinite(s.radii)):
         raise GaitDataError(f"BSP table {table!r}, segment {segment!r}: no radius of gyration")
@@ -396,21 +402,20 @@ def segment_parameters(
 
 
 def butterworth_coefficients(cutoff: float, fs: float, passes: int = 2) -> tuple[np.ndarray, ...]:
-    """2nd-order low-pass Butterworth ``(b, a)`` (bilinear transform, pre-warped), designed so that
-    ``passes`` passes (forward/backward) together are −3 dB at ``cutoff`` Hz (Winter's correction
-    ``C = (2^{1/passes} − 1)^{1/4}``, design cutoff ``cutoff / C``).
+    """2nd-order low-pass Butterworth ``(b, a)`` (bilinear transform), designed so that ``passes``
+    passes (forward/backward) together are exactly −3 dB at ``cutoff`` Hz: Winter's correction
+    ``C = (2^{1/passes} − 1)^{1/4}`` applied to the pre-warped frequency, ``K = tan(π f_c/f_s) / C``
+    (Winter 2009, §3.4.4.3).
 
     Raises:
-        GaitDataError: a cutoff that is not in (0, fs/2) after the correction.
+        GaitDataError: a cutoff that is not in (0, fs/2).
     """
-    C = (2.0 ** (1.0 / passes) - 1.0) ** 0.25
-    fc = cutoff / C
-    if not (0 < fc < fs / 2):
+    if not (0 < cutoff < fs / 2):
         raise GaitDataError(
-            f"cutoff {cutoff} Hz (design {fc:.3g} Hz after the {passes}-pass correction) must lie "
-            f"in (0, {fs / 2:g}) for sampling at {fs:g} Hz"
+            f"cutoff {cutoff} Hz must lie in (0, {fs / 2:g}) for sampling at {fs:g} Hz"
         )
-    K = np.tan(np.pi * fc / fs)
+    C = (2.0 ** (1.0 / passes) - 1.0) ** 0.25
+    K = np.tan(np.pi * cutoff / fs) / C
     n = 1.0 / (1.0 + np.sqrt(2.0) * K + K * K)
     b0 = K * K * n
     b = np.array([b0, 2 * b0, b0])
@@ -444,7 +449,9 @@ def lowpass(
         x: (nt, ...) signals sampled at ``fs`` Hz. cutoff: Hz (−3 dB of the zero-lag filter).
     """
     if passes != 2:
-        raise GaitDataError(f"lowpass is zero-lag forward-backward filtering: passes must be 2, got {passes}")
+        raise GaitDataError(
+            f"lowpass is zero-lag forward-backward filtering: passes must be 2, got {passes}"
+        )
     b, a = butterworth_coefficients(cutoff, fs, passes)
     x = jnp.asarray(x, dtype=float)
     nt = x.shape[0]
@@ -652,7 +659,9 @@ def winter_inputs(
     data = read_winter() if data is None else data
     segments = tuple(segments)
     if segments != ("foot", "leg", "thigh")[: len(segments)] or not segments:
-        raise GaitDataError(f"segments must be a prefix of ('foot', 'leg', 'thigh'), got {segments}")
+        raise GaitDataError(
+            f"segments must be a prefix of ('foot', 'leg', 'thigh'), got {segments}"
+        )
     chain = winter_chain(data, segments)
     mk = {k: jnp.asarray(v) for k, v in data.markers.items()}
     if source == "markers" and cutoff is not None:
