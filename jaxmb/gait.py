@@ -1,4 +1,4 @@
-"""Gait data to Newton–Euler inputs: readers, body-segment parameters, filtering, segment kinematics.
+"""Gait data to Newton–Euler inputs: readers, segment parameters, filtering, segment kinematics.
 
 * Readers for the CSV transcriptions of Winter (2009) Appendix A (Tables A.2, A.3, A.5) and for the
   BMClab 3D gait trials (``BiomecII2018_gait_*.txt``: 10 markers in mm, one force plate); copies of
@@ -7,8 +7,8 @@
 * Noisy marker data (100–1000 Hz) is low-pass filtered with a zero-lag Butterworth filter: a
   2nd-order filter run forward and backward (4th order, no phase lag), its (pre-warped) cutoff
   raised by Winter's correction ``1 / (2^{1/2} − 1)^{1/4} = 1/0.802`` so that the *two-pass*
-  response is −3 dB at the requested cutoff (Winter 2009, §3.4.4.3). The cutoff is a parameter (6 Hz is the usual
-  choice for walking). Edges are padded by odd reflection, as ``scipy.signal.filtfilt`` does.
+  response is −3 dB at the requested cutoff (Winter 2009, §3.4.4.3). The cutoff is a parameter
+  (6 Hz is the usual choice for walking). Edges are padded by odd reflection, as ``scipy.signal.filtfilt`` does.
   Derivatives are second-order central differences (one-sided second order at the ends); filtering
   before differencing is what keeps them usable — differencing amplifies noise by ~1/Δt per order.
 * Segment kinematics from markers: orthonormal frames from three points or a least-squares rigid fit
@@ -61,7 +61,7 @@ __all__ = [
 ]
 
 DATA_DIR = Path(__file__).resolve().parent / "data" / "gait"
-"""Bundled gait data: ``winter/`` (Winter 2009 App. A), ``bmc3d/`` and ``bsp/`` (BMClab, CC-BY-4.0)."""
+"""Bundled gait data: ``winter/`` (Winter 2009 App. A), ``bmc3d/``, ``bsp/`` (BMClab, CC-BY-4.0)."""
 
 WINTER_MASS = 56.7
 """Body mass of Winter's subject (kg)."""
@@ -138,8 +138,8 @@ class WinterData:
     Attributes:
         time: (nt,) s. frame: (nt,) frame numbers (1-based as printed).
         events: ``{"TOR": [frames], "HCR": [frames]}`` (toe-off / heel contact, right).
-        markers: ``{name: (nt, 3)}`` positions (m) from Table A.2 with z = 0; names ``rib, hip, knee,
-            fibula, ankle, heel``. marker_vel, marker_acc: Winter's own derivatives (m/s, m/s²).
+        markers: ``{name: (nt, 3)}`` positions (m) from Table A.2 with z = 0; names ``rib, hip,
+            knee, fibula, ankle, heel``. marker_vel, marker_acc: Winter's own derivatives (m/s, m/s²).
         segments: Table A.3, ``{foot|leg|thigh|hat: {"theta" (rad), "omega", "alpha", "com"
             (nt, 3), "vel" (nt, 3), "acc" (nt, 3)}}``.
         reactions: Table A.5 columns by their CSV names (N, N·m, m).
@@ -727,7 +727,8 @@ def bmc3d_inputs(
     """Foot + shank Newton–Euler inputs for a BMClab 3D trial over its stance phase.
 
     Segment frames (x anterior, y longitudinal/up, z lateral for the right leg):
-    shank: origin ankle centre ``AJC = (LM + MM)/2``, y toward the knee centre ``KJC = (LE + ME)/2``,
+    shank: origin ankle centre ``AJC = (LM + MM)/2``, y toward the knee centre
+    ``KJC = (LE + ME)/2``,
     z along ``LM − MM`` made orthogonal; foot: origin calcaneus, x toward the metatarsal midpoint
     ``(FM + VM)/2``, y toward ``AJC`` made orthogonal. Centres of mass and inertias: shank from
     Zatsiorsky–de Leva (male, KJC–AJC: 0.4395 from the knee), foot from Dempster (0.5 of the
@@ -780,8 +781,12 @@ def add_inverse_dynamics_parser(subparsers):
     )
     p.add_argument("data", help="Winter CSV directory or BMClab .txt trial ('winter' = bundled)")
     p.add_argument("--format", choices=["auto", "winter", "bmc3d"], default="auto")
-    p.add_argument("--source", choices=["tables", "markers"], default="tables",
-                   help="Winter only: use Table A.3 kinematics or differentiate A.2 markers")  # fmt: skip
+    p.add_argument(
+        "--source",
+        choices=["tables", "markers"],
+        default="tables",
+        help="Winter only: use Table A.3 kinematics or differentiate A.2 markers",
+    )
     p.add_argument("--cutoff", type=float, default=6.0, help="low-pass cutoff (Hz)")
     p.add_argument("--body-mass", type=float, default=70.0, help="BMClab trials: body mass (kg)")
     p.add_argument("--out", default=".", help="output directory")
