@@ -8,7 +8,8 @@
   2nd-order filter run forward and backward (4th order, no phase lag), its (pre-warped) cutoff
   raised by Winter's correction ``1 / (2^{1/2} − 1)^{1/4} = 1/0.802`` so that the *two-pass*
   response is −3 dB at the requested cutoff (Winter 2009, §3.4.4.3). The cutoff is a parameter
-  (6 Hz is the usual choice for walking). Edges are padded by odd reflection, as ``scipy.signal.filtfilt`` does.
+  (6 Hz is the usual choice for walking). Edges are padded by odd reflection, as
+  ``scipy.signal.filtfilt`` does.
   Derivatives are second-order central differences (one-sided second order at the ends); filtering
   before differencing is what keeps them usable — differencing amplifies noise by ~1/Δt per order.
 * Segment kinematics from markers: orthonormal frames from three points or a least-squares rigid fit
@@ -139,7 +140,8 @@ class WinterData:
         time: (nt,) s. frame: (nt,) frame numbers (1-based as printed).
         events: ``{"TOR": [frames], "HCR": [frames]}`` (toe-off / heel contact, right).
         markers: ``{name: (nt, 3)}`` positions (m) from Table A.2 with z = 0; names ``rib, hip,
-            knee, fibula, ankle, heel``. marker_vel, marker_acc: Winter's own derivatives (m/s, m/s²).
+            knee, fibula, ankle, heel``. marker_vel, marker_acc: Winter's own derivatives
+            (m/s, m/s²).
         segments: Table A.3, ``{foot|leg|thigh|hat: {"theta" (rad), "omega", "alpha", "com"
             (nt, 3), "vel" (nt, 3), "acc" (nt, 3)}}``.
         reactions: Table A.5 columns by their CSV names (N, N·m, m).
