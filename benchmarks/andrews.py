@@ -1,0 +1,463 @@
+"""Andrews' squeezer: jaxmb's embedded 1-DOF ODE against the index-1 DAE and MuJoCo.
+
+Routes, all from the test set's consistent initial state to t = 0.03 s:
+
+* ``ode``: jaxmb — ``forward_dynamics`` of ``models.andrews_squeezer()`` (tree CRBA/RNEA projected
+  through the closed-form joint map, spring and motor as the model's force elements); state (β, β̇).
+* ``ode_projected``: the test set's own equations projected on the same joint map,
+  ``(Yᵀ M Y) β̈ = Yᵀ (f − M γ)`` (hand-written 1-DOF right-hand side: how cheap embedding can be).
+* ``dae``: the standard alternative — 7 coordinates + 6 Lagrange multipliers, index 1
+  (acceleration-level constraints) with Baumgarte stabilization, one 13×13 KKT solve per RHS;
+  state (y, ẏ) ∈ R¹⁴.
+* ``mujoco``: the mechanism in MJCF (hinges, three ``connect`` equality constraints, a
+  spatial-tendon spring, the motor as an applied generalized force), fixed-step RK4 at several
+  time steps.
+
+The ODE and DAE routes use the same diffrax solver and PID controller (rtol = atol = tol) and are
+timed as compiled steady state (min over repeats, compile time apart). Error = max over the 7 angles
+at t = 0.03 against a high-precision jaxmb solution (Dopri8, tol 1e-13), itself checked against the
+test set's published reference. Writes ``benchmarks/results/andrews.json`` and
+``benchmarks/results/andrews_work_precision.png``.
+
+    python benchmarks/andrews.py            # full run (a few minutes on 2 cores)
+    python benchmarks/andrews.py --quick    # fewer tolerances and repeats
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import diffrax as dfx
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import jaxmb  # noqa: F401  (enables float64)
+from jaxmb.dynamics import forward_dynamics
+from jaxmb.models import andrews as an
+
+RESULTS = Path(__file__).resolve().parent / "results"
+T1 = 0.03
+DATA = an.andrews_data()
+P = DATA["p"]
+Y0 = np.asarray(DATA["initial_values_t0"]["angles"])
+SOLVERS = {"tsit5": dfx.Tsit5, "dopri8": dfx.Dopri8}
+#: Baumgarte gains (α, β) of the DAE's G ÿ + g_qq + 2 α G ẏ + β² g = 0 (see --tune-baumgarte)
+BAUMGARTE = (1.0e3, 1.0e3)
+
+
+# ---------------------------------------------------------------------------------------- routes
+
+
+def ode_rhs(model):
+    def rhs(t, s, args):
+        q, qd = s[:1], s[1:]
+        return jnp.concatenate([qd, forward_dynamics(model, q, qd, t=t)])
+
+    return rhs
+
+
+def ode_projected_rhs(model):
+    jm = model.joint_map
+
+    def rhs(t, s, args):
+        q, qd = s[:1], s[1:]
+        return jnp.concatenate([qd, an.dae_projected_acceleration(P, jm, q, qd)])
+
+    return rhs
+
+
+def dae_rhs(alpha, beta):
+    """Index-1 DAE right-hand side with Baumgarte stabilization: one KKT solve."""
+    zeros = jnp.zeros((6, 6))
+
+    def rhs(t, s, args):
+        y, v = s[:7], s[7:]
+        M = an.dae_mass_matrix(P, y)
+        G = an.dae_constraint_jacobian(P, y)
+        K = jnp.block([[M, G.T], [G, zeros]])
+        c = -an.dae_gqq(P, y, v) - 2.0 * alpha * (G @ v) - beta**2 * an.dae_constraints(P, y)
+        sol = jnp.linalg.solve(K, jnp.concatenate([an.dae_forces(P, y, v), c]))
+        return jnp.concatenate([v, sol[:7]])
+
+    return rhs
+
+
+def make_solve(rhs, solver: str, ts=None):
+    """A compiled ``(s0, tol) -> (s(t1) or s(ts), num_steps)``; tol is traced (no recompiles)."""
+
+    @eqx.filter_jit
+    def solve(s0, tol):
+        saveat = dfx.SaveAt(t1=True) if ts is None else dfx.SaveAt(ts=ts)
+        sol = dfx.diffeqsolve(
+            dfx.ODETerm(rhs),
+            SOLVERS[solver](),
+            0.0,
+            T1,
+            None,
+            s0,
+            stepsize_controller=dfx.PIDController(rtol=tol, atol=tol),
+            saveat=saveat,
+            max_steps=200_000,
+        )
+        return sol.ys, sol.stats["num_steps"]
+
+    return solve
+
+
+def ode_angles(model, s):
+    """Test-set angles (…, 7) from ODE states (…, 2)."""
+    return an.to_test_set(jax.vmap(lambda q: model.joint_map(q[:1]))(jnp.atleast_2d(s)))
+
+
+def timed(fn, *args, repeats=5):
+    t = time.perf_counter()
+    out = jax.block_until_ready(fn(*args))
+    first = time.perf_counter() - t
+    best = np.inf
+    for _ in range(repeats):
+        t = time.perf_counter()
+        out = jax.block_until_ready(fn(*args))
+        best = min(best, time.perf_counter() - t)
+    return out, best, max(first - best, 0.0)
+
+
+# ---------------------------------------------------------------------------------------- MuJoCo
+
+
+def mjcf() -> str:
+    """The squeezer in MJCF: hinge tree as in jaxmb, loops closed by ``connect`` at E."""
+    p = P
+    Ib = lambda k: f"{p[f'I{k}']} {p[f'I{k}']} {p[f'I{k}']}"
+    return f"""
+<mujoco model="andrews_squeezer">
+  <option timestep="1e-6" gravity="0 0 0" integrator="RK4">
+    <flag contact="disable"/>
+  </option>
+  <default>
+    <joint type="hinge" axis="0 0 1" damping="0" armature="0"/>
+    <equality solref="{{solref}}" solimp="0.9999 0.9999 0.0001 0.5 2"/>
+  </default>
+  <worldbody>
+    <site name="C" pos="{p["xc"]} {p["yc"]} 0"/>
+    <body name="K1" pos="0 0 0">
+      <joint name="beta"/>
+      <inertial pos="{p["ra"]} 0 0" mass="{p["m1"]}" diaginertia="{Ib(1)}"/>
+      <body name="K2" pos="{p["rr"]} 0 0">
+        <joint name="Theta"/>
+        <inertial pos="{-p["da"]} 0 0" mass="{p["m2"]}" diaginertia="{Ib(2)}"/>
+        <site name="E_K2" pos="{-p["d"]} 0 0"/>
+      </body>
+    </body>
+    <body name="K3" pos="{p["xb"]} {p["yb"]} 0">
+      <joint name="gamma"/>
+      <inertial pos="{p["sb"]} {-p["sa"]} 0" mass="{p["m3"]}" diaginertia="{Ib(3)}"/>
+      <site name="E_K3" pos="0 {-p["ss"]} 0"/>
+      <site name="D" pos="{p["sd"]} {-p["sc"]} 0"/>
+    </body>
+    <body name="K5" pos="{p["xa"]} {p["ya"]} 0">
+      <joint name="delta"/>
+      <inertial pos="{p["ta"]} {p["tb"]} 0" mass="{p["m5"]}" diaginertia="{Ib(5)}"/>
+      <body name="K4" pos="{p["zt"]} 0 0">
+        <joint name="Phi"/>
+        <inertial pos="0 {p["ea"] - p["e"]} 0" mass="{p["m4"]}" diaginertia="{Ib(4)}"/>
+        <site name="E_K4" pos="0 {-p["e"]} 0"/>
+      </body>
+    </body>
+    <body name="K7" pos="{p["xa"]} {p["ya"]} 0">
+      <joint name="epsilon"/>
+      <inertial pos="{-p["ua"]} {-p["ub"]} 0" mass="{p["m7"]}" diaginertia="{Ib(7)}"/>
+      <body name="K6" pos="0 {-p["u"]} 0">
+        <joint name="Omega"/>
+        <inertial pos="{p["zf"] - p["fa"]} 0 0" mass="{p["m6"]}" diaginertia="{Ib(6)}"/>
+        <site name="E_K6" pos="{p["zf"]} 0 0"/>
+      </body>
+    </body>
+  </worldbody>
+  <equality>
+    <connect site1="E_K2" site2="E_K3"/>
+    <connect site1="E_K2" site2="E_K4"/>
+    <connect site1="E_K2" site2="E_K6"/>
+  </equality>
+  <tendon>
+    <spatial name="spring" stiffness="{p["c0"]}" springlength="{p["l0"]}">
+      <site site="D"/>
+      <site site="C"/>
+    </spatial>
+  </tendon>
+</mujoco>
+"""
+
+
+def mujoco_run(dt: float, n_record: int = 0, solref: str | None = None):
+    """Fixed-step MuJoCo to T1; returns (angles at T1 in test-set order, wall s, trace).
+
+    The equality constraints are soft in MuJoCo; the stiffest stable setting found scales with the
+    step, direct ``solref = (−0.1/dt², −1/dt)`` (at dt = 1e-5 the default-style (0.002, 1) leaves
+    4e-3 rad error, and a stiffer (−1e11, −1e6) diverges).
+    """
+    import mujoco
+
+    if solref is None:
+        solref = f"{-0.1 / dt**2:.6g} {-1.0 / dt:.6g}"
+    model = mujoco.MjModel.from_xml_string(mjcf().replace("{solref}", solref))
+    model.opt.timestep = dt
+    data = mujoco.MjData(model)
+    data.qpos[:] = an.from_test_set(jnp.asarray(Y0))  # MuJoCo's dof order is jaxmb's tree order
+    data.qvel[:] = 0.0
+    data.qfrc_applied[0] = P["mom"]
+    mujoco.mj_forward(model, data)
+    nstep = int(round(T1 / dt))
+    trace = []
+    t = time.perf_counter()
+    if n_record:
+        chunks = np.diff(np.linspace(0, nstep, n_record + 1).round().astype(int))
+        for c in chunks:
+            mujoco.mj_step(model, data, nstep=int(c))
+            trace.append((data.time, data.qpos.copy()))
+    else:
+        mujoco.mj_step(model, data, nstep=nstep)
+    wall = time.perf_counter() - t
+    return np.asarray(an.to_test_set(jnp.asarray(data.qpos))), wall, trace
+
+
+# ---------------------------------------------------------------------------------------- driver
+
+
+def error_at_equal_accuracy(points, target):
+    """Wall time (s) at error ``target`` by log-log interpolation of (error, wall) points."""
+    pts = sorted((e, w) for e, w in points if np.isfinite(e) and e > 0)
+    le = np.log([e for e, _ in pts])
+    lw = np.log([w for _, w in pts])
+    if not le.min() <= np.log(target) <= le.max():
+        return None
+    order = np.argsort(le)
+    return float(np.exp(np.interp(np.log(target), le[order], lw[order])))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="fewer tolerances and repeats")
+    ap.add_argument("--no-mujoco", action="store_true")
+    ap.add_argument("--tune-baumgarte", action="store_true", help="scan Baumgarte gains first")
+    args = ap.parse_args(argv)
+
+    model = an.andrews_squeezer()
+    s0_ode = jnp.array([an.BETA0, 0.0])
+    s0_dae = jnp.concatenate([jnp.asarray(Y0), jnp.zeros(7)])
+    tols = [1e-4, 1e-6, 1e-8] if args.quick else [1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10]
+    repeats = 3 if args.quick else 7
+
+    # high-precision reference, checked against the published one
+    ref_solve = make_solve(ode_rhs(model), "dopri8")
+    s_ref, _ = ref_solve(s0_ode, 1e-13)
+    y_ref = np.asarray(ode_angles(model, s_ref))[0]
+    pub, _ = an.reference_solution()
+    ref_vs_published = float(np.max(np.abs(y_ref - pub)))
+    print(f"reference (jaxmb ODE, Dopri8, tol 1e-13) vs published: {ref_vs_published:.2e} rad")
+
+    alpha, beta = BAUMGARTE
+    if args.tune_baumgarte:
+        best = None
+        for w in [0.0, 1e2, 3e2, 1e3, 3e3, 1e4]:
+            solve = make_solve(dae_rhs(w, w), "tsit5")
+            (s, n), wall, _ = timed(solve, s0_dae, 1e-6, repeats=2)
+            err = float(np.max(np.abs(np.asarray(s)[0, :7] - y_ref)))
+            print(
+                f"  Baumgarte α = β = {w:g}: error {err:.2e}, {int(n)} steps, {wall * 1e3:.2f} ms"
+            )
+            if best is None or err * wall < best[0]:
+                best = (err * wall, w)
+        alpha = beta = best[1]
+
+    routes = {
+        "ode": (ode_rhs(model), s0_ode, lambda s: np.asarray(ode_angles(model, s))[0]),
+        "ode_projected": (
+            ode_projected_rhs(model),
+            s0_ode,
+            lambda s: np.asarray(ode_angles(model, s))[0],
+        ),
+        "dae": (dae_rhs(alpha, beta), s0_dae, lambda s: np.asarray(s)[0, :7]),
+    }
+    rows = []
+    for solver in SOLVERS:
+        for route, (rhs, s0, angles) in routes.items():
+            solve = make_solve(rhs, solver)
+            compile_s = None
+            for tol in tols:
+                try:
+                    (s, n), wall, comp = timed(solve, s0, tol, repeats=repeats)
+                except Exception as e:  # e.g. max_steps: record, never drop silently
+                    print(f"{route:14s} {solver:7s} tol {tol:.0e}: FAILED ({type(e).__name__})")
+                    rows.append(dict(route=route, solver=solver, tol=tol, failed=str(e)[:200]))
+                    continue
+                compile_s = comp if compile_s is None else compile_s
+                err = float(np.max(np.abs(angles(s) - y_ref)))
+                rows.append(dict(route=route, solver=solver, tol=tol, error=err, steps=int(n),
+                                 wall_s=wall, compile_s=compile_s))  # fmt: skip
+                print(f"{route:14s} {solver:7s} tol {tol:.0e}: error {err:.2e} rad, "
+                      f"{int(n):6d} steps, {wall * 1e3:8.3f} ms")  # fmt: skip
+
+    mj_rows = []
+    if not args.no_mujoco:
+        dts = [1e-5, 3e-6, 1e-6] if args.quick else [1e-5, 3e-6, 1e-6, 3e-7]
+        for dt in dts:
+            walls = []
+            for _ in range(2 if args.quick else 3):
+                y_mj, wall, _ = mujoco_run(dt)
+                walls.append(wall)
+            err = float(np.max(np.abs(y_mj - y_ref)))
+            mj_rows.append(dict(route="mujoco", dt=dt, error=err, steps=int(round(T1 / dt)),
+                                wall_s=min(walls)))  # fmt: skip
+            print(f"mujoco RK4 dt {dt:.0e}: error {err:.2e} rad, {min(walls) * 1e3:8.2f} ms")
+
+    # equal-accuracy ratios at 1e-6 rad
+    ratios = {}
+    for solver in SOLVERS:
+        pts = lambda r: [(x["error"], x["wall_s"]) for x in rows
+                         if x["route"] == r and x["solver"] == solver and "error" in x]  # fmt: skip
+        w = {r: error_at_equal_accuracy(pts(r), 1e-6) for r in routes}
+        ratios[solver] = {
+            "wall_at_1e-6_s": w,
+            "dae_over_ode": None if None in (w["dae"], w["ode"]) else w["dae"] / w["ode"],
+            "dae_over_ode_projected": None
+            if None in (w["dae"], w["ode_projected"])
+            else w["dae"] / w["ode_projected"],
+        }
+        print(f"[{solver}] wall at error 1e-6 rad: " + ", ".join(
+            f"{r} {v * 1e3:.3f} ms" if v else f"{r} n/a" for r, v in w.items()))  # fmt: skip
+        print(f"[{solver}] DAE / jaxmb ODE = {ratios[solver]['dae_over_ode']}, "
+              f"DAE / projected ODE = {ratios[solver]['dae_over_ode_projected']}")  # fmt: skip
+
+    drift = constraint_drift(model, alpha, beta, y_ref, skip_mujoco=args.no_mujoco)
+
+    out = dict(
+        benchmark="andrews",
+        date=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        machine=dict(
+            platform=platform.platform(),
+            processor=platform.processor(),
+            cpu_count=os.cpu_count(),
+            load_average=os.getloadavg(),
+            python=sys.version.split()[0],
+        ),  # fmt: skip
+        versions=dict(
+            jax=jax.__version__,
+            diffrax=dfx.__version__,
+            equinox=eqx.__version__,
+            mujoco=_mujoco_version(),
+            jaxmb=jaxmb.__version__,
+        ),  # fmt: skip
+        precision="float64",
+        batch=1,
+        backend=jax.default_backend(),
+        t1=T1,
+        baumgarte=dict(alpha=alpha, beta=beta),
+        reference=dict(
+            method="jaxmb ODE, Dopri8, rtol=atol=1e-13",
+            angles=y_ref.tolist(),
+            max_abs_diff_to_published=ref_vs_published,
+        ),  # fmt: skip
+        rows=rows,
+        mujoco=mj_rows,
+        ratios_at_1e_6=ratios,
+        drift=drift,
+        notes="wall = min over repeats of the compiled solve (block_until_ready); compile_s = "
+        "first call minus steady state. Shared 2-core machine: see load_average.",
+    )
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "andrews.json").write_text(json.dumps(out, indent=1))
+    plot(out, RESULTS / "andrews_work_precision.png")
+    print(f"wrote {RESULTS / 'andrews.json'} and {RESULTS / 'andrews_work_precision.png'}")
+    return out
+
+
+def _mujoco_version():
+    try:
+        import mujoco
+
+        return mujoco.__version__
+    except ImportError:
+        return None
+
+
+def constraint_drift(model, alpha, beta, y_ref, tol=1e-6, skip_mujoco=False, n=300):
+    """max |g| of the six loop closures over time for DAE, MuJoCo and the ODE (zero by design)."""
+    ts = jnp.linspace(0.0, T1, n + 1)[1:]
+    g = jax.jit(jax.vmap(lambda y: an.dae_constraints(P, y)))
+    s_ode, _ = make_solve(ode_rhs(model), "tsit5", ts)(jnp.array([an.BETA0, 0.0]), tol)
+    s0_dae = jnp.concatenate([jnp.asarray(Y0), jnp.zeros(7)])
+    s_dae, _ = make_solve(dae_rhs(alpha, beta), "tsit5", ts)(s0_dae, tol)
+    s_dae0, _ = make_solve(dae_rhs(0.0, 0.0), "tsit5", ts)(s0_dae, tol)
+    norm = lambda G: np.max(np.abs(np.asarray(G)), axis=1).tolist()
+    out = dict(
+        t=np.asarray(ts).tolist(),
+        tol=tol,
+        solver="tsit5",
+        ode=norm(g(ode_angles(model, s_ode))),
+        dae_baumgarte=norm(g(s_dae[:, :7])),
+        dae_no_baumgarte=norm(g(s_dae0[:, :7])),
+    )
+    if not skip_mujoco:
+        _, _, trace = mujoco_run(1e-6, n_record=n)
+        out["mujoco_t"] = [float(t) for t, _ in trace]
+        out["mujoco_dt"] = 1e-6
+        out["mujoco"] = norm(g(an.to_test_set(jnp.asarray(np.stack([q for _, q in trace])))))
+    for k in ("ode", "dae_baumgarte", "dae_no_baumgarte", "mujoco"):
+        if k in out:
+            print(f"max constraint violation over [0, {T1}] s, {k}: {max(out[k]):.2e} m")
+    return out
+
+
+def plot(out, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.8))
+    styles = {"ode": "o-", "ode_projected": "^-", "dae": "s--"}
+    labels = {"ode": "jaxmb ODE (tree dynamics)", "ode_projected": "ODE, projected test-set eqs",
+              "dae": "index-1 DAE + Baumgarte"}  # fmt: skip
+    for solver, color in zip(SOLVERS, ("C0", "C1"), strict=True):
+        for route, st in styles.items():
+            pts = [r for r in out["rows"] if r["route"] == route and r["solver"] == solver
+                   and "error" in r]  # fmt: skip
+            if pts:
+                a1.loglog([r["wall_s"] * 1e3 for r in pts], [r["error"] for r in pts], st,
+                          color=color, label=f"{labels[route]}, {solver}",
+                          alpha=1.0 if route != "ode_projected" else 0.5)  # fmt: skip
+    if out["mujoco"]:
+        a1.loglog([r["wall_s"] * 1e3 for r in out["mujoco"]], [r["error"] for r in out["mujoco"]],
+                  "d:", color="C2", label="MuJoCo RK4 (fixed dt)")  # fmt: skip
+    a1.axhline(1e-6, color="gray", lw=0.5)
+    a1.set_xlabel("compiled wall time (ms)")
+    a1.set_ylabel("max angle error at t = 0.03 s (rad)")
+    a1.set_title("Andrews' squeezer: work-precision")
+    a1.legend(fontsize=7)
+    d = out["drift"]
+    tiny = 1e-20
+    a2.semilogy(d["t"], np.maximum(d["ode"], tiny), label="jaxmb ODE (embedded)")
+    a2.semilogy(d["t"], np.maximum(d["dae_baumgarte"], tiny), label="DAE + Baumgarte")
+    a2.semilogy(d["t"], np.maximum(d["dae_no_baumgarte"], tiny), label="DAE, no stabilization")
+    if "mujoco" in d:
+        a2.semilogy(d["mujoco_t"], np.maximum(d["mujoco"], tiny), label="MuJoCo (dt 1e-6)")
+    a2.set_xlabel("t (s)")
+    a2.set_ylabel("max |g| (m)")
+    a2.set_title(f"loop-closure violation (Tsit5, tol {d['tol']:g})")
+    a2.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    main()
