@@ -7,7 +7,9 @@ equations of every segment are stacked into one linear system
     M · [a_cm; α] = C + G + B · x + E,        x = [F_0; M_0; F_1; M_1; ...],
 
 and all joint forces and moments are obtained by ONE linear solve per frame,
-``x = B⁻¹ (M [a; α] − C − G − E)``, vmapped over frames. The seed's conventions, kept literally:
+``x = B⁻¹ (M [a; α] − C − G − E)``, vmapped over frames. ``B`` is unit lower (block) triangular,
+so the solve is a forward substitution by default (a general LU solve on request). The seed's
+conventions, kept literally:
 
 * forces are written in the ground (global) frame; the moment equation of segment ``i`` and its
   unknown joint moment are written in segment ``i``'s own frame;
@@ -46,6 +48,7 @@ from collections.abc import Mapping, Sequence
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import jax.scipy.linalg as jsl
 import numpy as np
 from jaxtyping import Array, Float
 
@@ -332,44 +335,73 @@ def newton_euler_system(
     eye = jnp.eye(3, dtype=dtype)
     Iw = jnp.einsum("sab,sb->sa", chain.inertia, omega)
 
-    M = jnp.zeros((6 * ns, 6 * ns), dtype=dtype)
-    B = jnp.zeros((6 * ns, 6 * ns), dtype=dtype)
+    Z3 = jnp.zeros((3, 3), dtype=dtype)
+    z3 = jnp.zeros(3, dtype=dtype)
+    # (2ns x 2ns) grids of 3x3 blocks, assembled in one concatenation (no scattered updates)
+    Mb = [[Z3] * (2 * ns) for _ in range(2 * ns)]
+    Bb = [[Z3] * (2 * ns) for _ in range(2 * ns)]
     accs, C, G, E = [], [], [], []
     for i in range(ns):
-        f, m = 6 * i, 6 * i + 3
-        M = M.at[f:m, f:m].set(chain.mass[i] * eye).at[m : m + 3, m : m + 3].set(chain.inertia[i])
+        f, m = 2 * i, 2 * i + 1  # block rows/columns of F_i (force) and M_i (moment)
+        Mb[f][f] = chain.mass[i] * eye
+        Mb[m][m] = chain.inertia[i]
         accs += [acc[i], alpha[i]]
-        C += [jnp.zeros(3, dtype=dtype), -jnp.cross(omega[i], Iw[i])]
-        G += [chain.mass[i] * g, jnp.zeros(3, dtype=dtype)]
-        # own proximal joint: force and moment of the unknowns x_i = [F_i; M_i]
-        B = B.at[f:m, f:m].set(eye).at[m : m + 3, f:m].set(R[i] @ skew(joint[i] - com[i]))
-        B = B.at[m : m + 3, m : m + 3].set(eye)
+        C += [z3, -jnp.cross(omega[i], Iw[i])]
+        G += [chain.mass[i] * g, z3]
+        # own proximal joint: the unknowns x_i = [F_i; M_i]
+        Bb[f][f] = eye
+        Bb[m][f] = R[i] @ skew(joint[i] - com[i])
+        Bb[m][m] = eye
         if i > 0:
             # distal joint = proximal joint of segment i-1, loaded by -F_{i-1}, -M_{i-1}
-            fp, mp = 6 * (i - 1), 6 * (i - 1) + 3
-            B = B.at[f:m, fp:mp].set(-eye)
-            B = B.at[m : m + 3, fp:mp].set(-R[i] @ skew(joint[i - 1] - com[i]))
-            B = B.at[m : m + 3, mp : mp + 3].set(-R[i] @ R[i - 1].T)
-            E += [jnp.zeros(3, dtype=dtype), jnp.zeros(3, dtype=dtype)]
+            Bb[f][f - 2] = -eye
+            Bb[m][f - 2] = -R[i] @ skew(joint[i - 1] - com[i])
+            Bb[m][m - 2] = -R[i] @ R[i - 1].T
+            E += [z3, z3]
         else:
             E += [grf, R[0] @ (skew(cop - com[0]) @ grf + free_moment)]
     return NewtonEulerSystem(
-        M=M, acc=jnp.concatenate(accs), C=jnp.concatenate(C), G=jnp.concatenate(G), B=B,
-        E=jnp.concatenate(E),
+        M=jnp.block(Mb), acc=jnp.concatenate(accs), C=jnp.concatenate(C), G=jnp.concatenate(G),
+        B=jnp.block(Bb), E=jnp.concatenate(E),
     )  # fmt: skip
 
 
 def joint_loads_frame(
-    chain: SegmentChain, R, com, acc, omega, alpha, joint, grf, cop, free_moment, gravity
+    chain: SegmentChain,
+    R,
+    com,
+    acc,
+    omega,
+    alpha,
+    joint,
+    grf,
+    cop,
+    free_moment,
+    gravity,
+    method: str = "triangular",
 ) -> Float[Array, "ns 6"]:
-    """One frame: ``x = B⁻¹ (M·acc − C − G − E)`` by one linear solve; rows ``[F_i, M_i]``."""
+    """One frame: ``x = B⁻¹ (M·acc − C − G − E)`` by one linear solve; rows ``[F_i, M_i]``.
+
+    ``B`` has identity diagonal blocks and only the distal joint's unknowns below them, so it is
+    unit lower triangular: ``method="triangular"`` (default) solves by forward substitution,
+    ``method="lu"`` by a general LU solve (the seed's ``B⁻¹`` taken literally); both give the same
+    x to rounding.
+    """
     s = newton_euler_system(chain, R, com, acc, omega, alpha, joint, grf, cop, free_moment, gravity)
-    x = jnp.linalg.solve(s.B, s.M @ s.acc - s.C - s.G - s.E)
+    rhs = s.M @ s.acc - s.C - s.G - s.E
+    if method == "triangular":
+        x = jsl.solve_triangular(s.B, rhs, lower=True, unit_diagonal=True)
+    elif method == "lu":
+        x = jnp.linalg.solve(s.B, rhs)
+    else:
+        raise NewtonEulerError(f"method must be 'triangular' or 'lu', got {method!r}")
     return x.reshape(chain.ns, 6)
 
 
 @eqx.filter_jit
-def _joint_loads(chain: SegmentChain, motion: ChainMotion, load: GroundLoad, gravity):
+def _joint_loads(
+    chain: SegmentChain, motion: ChainMotion, load: GroundLoad, gravity, method="triangular"
+):
     R = motion.R
     err = jnp.max(jnp.abs(jnp.einsum("tsab,tscb->tsac", R, R) - jnp.eye(3)))
     R = eqx.error_if(
@@ -377,10 +409,10 @@ def _joint_loads(chain: SegmentChain, motion: ChainMotion, load: GroundLoad, gra
         ~(err <= _ORTHO_TOL),
         "Newton-Euler: a segment rotation matrix is not orthonormal (or is NaN)",
     )
-    solve = jax.vmap(joint_loads_frame, in_axes=(None, 0, 0, 0, 0, 0, 0, 0, 0, 0, None))
+    solve = jax.vmap(joint_loads_frame, in_axes=(None, 0, 0, 0, 0, 0, 0, 0, 0, 0, None, None))
     x = solve(
         chain, R, motion.com, motion.acc, motion.omega, motion.alpha, motion.joint,
-        load.force, load.cop, load.free_moment, gravity,
+        load.force, load.cop, load.free_moment, gravity, method,
     )  # fmt: skip
     F, Mloc = x[..., :3], x[..., 3:]
     return F, Mloc, jnp.einsum("tsba,tsb->tsa", R, Mloc)
@@ -391,6 +423,7 @@ def joint_loads(
     motion: ChainMotion | Mapping[str, SegmentMotion],
     load: GroundLoad,
     gravity: Sequence[float] | Float[Array, " 3"] = GRAVITY_Y_UP,
+    method: str = "triangular",
 ) -> JointLoads:
     """Joint forces and moments of every segment over all frames (one linear solve per frame).
 
@@ -399,6 +432,8 @@ def joint_loads(
         motion: a :class:`ChainMotion`, or ``{segment name: SegmentMotion}``.
         load: ground reaction on segment 0 (:class:`GroundLoad`, (nt, 3) arrays).
         gravity: (3,) m/s² in the ground frame (default y up, 9.81 m/s²).
+        method: ``"triangular"`` (forward substitution, B is unit lower triangular) or ``"lu"``
+            (general solve); see :func:`joint_loads_frame`.
 
     Returns:
         :class:`JointLoads` with ``force`` (nt, ns, 3) N in the ground frame and ``moment``
@@ -443,8 +478,10 @@ def joint_loads(
             if not np.all(np.isfinite(a)):
                 t = int(np.argwhere(~np.isfinite(a).all(-1))[0, 0])
                 raise NewtonEulerError(f"ground load {f}, frame {t}: not finite")
+    if method not in ("triangular", "lu"):
+        raise NewtonEulerError(f"method must be 'triangular' or 'lu', got {method!r}")
     g = jnp.asarray(gravity, dtype=float)
-    F, Mloc, Mg = _joint_loads(chain, motion, load, g)
+    F, Mloc, Mg = _joint_loads(chain, motion, load, g, method)
     return JointLoads(chain.names, F, Mloc, Mg)
 
 

@@ -91,11 +91,12 @@ def _sequential(chain, motion, load):
 @given(st.integers(1, 5), st.integers(0, 2**31 - 1))
 def test_matches_sequential_solution(ns, seed):
     chain, motion, load = _random_problem(seed, ns, nt=4)
-    out = ne.joint_loads(chain, motion, load)
     F, M = _sequential(chain, motion, load)
-    for got, want in ((out.force, F), (out.moment, M)):
-        err = np.abs(np.asarray(got) - want).max()
-        assert err <= 1e-10 * max(1.0, np.abs(want).max()), err
+    for method in ("lu", "triangular"):
+        out = ne.joint_loads(chain, motion, load, method=method)
+        for got, want in ((out.force, F), (out.moment, M)):
+            err = np.abs(np.asarray(got) - want).max()
+            assert err <= 1e-10 * max(1.0, np.abs(want).max()), (method, err)
     res = ne.residual(chain, motion, load, out)
     assert np.abs(np.asarray(res)).max() <= 1e-10 * max(1.0, np.abs(F).max())
     mg = np.einsum("tsba,tsb->tsa", np.asarray(motion.R), np.asarray(out.moment))
@@ -194,6 +195,8 @@ def test_rotation_and_value_errors():
         ne.segment_chain(["a", "b"], [1.0, 0.0], [0.1, 0.1])
     with pytest.raises(ne.NewtonEulerError, match="segment 'a': inertia is not positive"):
         ne.segment_chain(["a"], [1.0], [-np.eye(3)])
+    with pytest.raises(ne.NewtonEulerError, match="method must be 'triangular' or 'lu'"):
+        ne.joint_loads(chain, motion, load, method="qr")
     with pytest.raises(ne.NewtonEulerError, match="not unique"):
         ne.segment_chain(["a", "a"], [1.0, 1.0], [0.1, 0.1])
 
