@@ -155,6 +155,7 @@ def main():
             "processor": platform.processor() or platform.machine(),
             "cpu_count": os.cpu_count(),
             "jax_device": f"{dev.platform}:{getattr(dev, 'device_kind', '')}",
+            "load_average_1_5_15min": list(os.getloadavg()),
         },
         "versions": {
             "jax": jax.__version__,
