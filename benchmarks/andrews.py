@@ -130,6 +130,48 @@ def timed(fn, *args, repeats=5):
     return out, best, max(first - best, 0.0)
 
 
+def rhs_costs(model, alpha, beta, n=2000, repeats=5):
+    """µs per right-hand-side evaluation and per component, measured inside one compiled loop
+    (no dispatch overhead): where the time of each route goes."""
+    from jaxmb.dynamics import applied_forces
+
+    bare = eqx.tree_at(lambda m: m.forces, model, ())
+    s_ode = jnp.array([0.3, 100.0])
+    s_dae = jnp.concatenate([jnp.asarray(Y0), jnp.ones(7)])
+    parts = {
+        "ode (jaxmb forward_dynamics + force elements)": (ode_rhs(model), s_ode),
+        "ode without force elements": (ode_rhs(bare), s_ode),
+        "force elements alone (spring + motor)": (
+            lambda t, s, a: applied_forces(model, s[:1], s[1:]),
+            s_ode,
+        ),
+        "joint map f, J, H alone": (lambda t, s, a: model.joint_map.derivatives(s[:1])[2], s_ode),
+        "ode_projected": (ode_projected_rhs(model), s_ode),
+        "dae (KKT solve)": (dae_rhs(alpha, beta), s_dae),
+    }
+    out = {}
+    for name, (fn, s0) in parts.items():
+
+        @jax.jit
+        def run(s0, fn=fn):
+            def body(i, c):
+                s, acc = c
+                r = fn(0.0, s + 1e-12 * acc, None)
+                return s, acc + jnp.sum(r)
+
+            return jax.lax.fori_loop(0, n, body, (s0, jnp.zeros(())))[1]
+
+        run(s0).block_until_ready()
+        best = np.inf
+        for _ in range(repeats):
+            t = time.perf_counter()
+            run(s0).block_until_ready()
+            best = min(best, (time.perf_counter() - t) / n * 1e6)
+        out[name] = best
+        print(f"  RHS cost, {name}: {best:.2f} µs")
+    return out
+
+
 # ---------------------------------------------------------------------------------------- MuJoCo
 
 
@@ -338,6 +380,7 @@ def main(argv=None):
               f"DAE / projected ODE = {ratios[solver]['dae_over_ode_projected']}")  # fmt: skip
 
     drift = constraint_drift(model, alpha, beta, y_ref, skip_mujoco=args.no_mujoco)
+    costs = rhs_costs(model, alpha, beta)
 
     out = dict(
         benchmark="andrews",
@@ -370,6 +413,7 @@ def main(argv=None):
         mujoco=mj_rows,
         ratios_at_1e_6=ratios,
         drift=drift,
+        rhs_cost_us=costs,
         notes="wall = min over repeats of the compiled solve (block_until_ready); compile_s = "
         "first call minus steady state. Shared 2-core machine: see load_average.",
     )
