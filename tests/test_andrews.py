@@ -285,3 +285,14 @@ def test_reference_tight_and_seed_case_against_projected_dae(model):
     np.testing.assert_allclose(np.asarray(traj.q[:, 0]), np.asarray(sol.ys[:, 0]), atol=1e-8)
     np.testing.assert_allclose(np.asarray(traj.qd[:, 0]), np.asarray(sol.ys[:, 1]), rtol=1e-8,
                                atol=1e-6)  # fmt: skip
+
+
+def test_unassemblable_geometry_raises_naming_the_loop():
+    import equinox as eqx
+
+    jm = KIN.joint_map
+    bad = an.AndrewsJointMap(jm.lengths.at[2].set(1.0), jm.A, jm.B, jm.sides)  # ss = 1 m: no E
+    with pytest.raises(eqx.EquinoxRuntimeError, match="loop cannot be closed"):
+        jax.block_until_ready(bad(jnp.array([0.1])))
+    with pytest.raises(ValueError, match="sides"):
+        an.AndrewsJointMap(jm.lengths, jm.A, jm.B, (1, 0, 1))
