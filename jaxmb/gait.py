@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import functools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -462,7 +463,13 @@ def lowpass(
         raise GaitDataError(f"lowpass needs more than padlen={edge} samples, got {nt}")
     # steady-state state of the filter for a unit step (scipy.signal.lfilter_zi)
     A = np.eye(2) - np.array([[-a[1], 1.0], [-a[2], 0.0]])
-    zi = jnp.asarray(np.linalg.solve(A, b[1:] - a[1:] * b[0]))
+    zi = np.linalg.solve(A, b[1:] - a[1:] * b[0])
+    return _filtfilt(jnp.asarray(b), jnp.asarray(a), jnp.asarray(zi), x, edge)
+
+
+@functools.partial(jax.jit, static_argnums=4)
+def _filtfilt(b, a, zi, x, edge: int):
+    nt = x.shape[0]
     if edge > 0:
         x = jnp.concatenate(
             [2 * x[:1] - x[edge:0:-1], x, 2 * x[-1:] - x[-2 : -edge - 2 : -1]], axis=0
@@ -479,6 +486,11 @@ def derivative(x: Float[Array, "nt ..."], dt: float) -> Float[Array, "nt ..."]:
     x = jnp.asarray(x, dtype=float)
     if x.shape[0] < 3:
         raise GaitDataError(f"derivative needs at least 3 samples, got {x.shape[0]}")
+    return _derivative(x, dt)
+
+
+@jax.jit
+def _derivative(x, dt):
     mid = (x[2:] - x[:-2]) / (2 * dt)
     first = (-3 * x[0] + 4 * x[1] - x[2]) / (2 * dt)
     last = (3 * x[-1] - 4 * x[-2] + x[-3]) / (2 * dt)
@@ -510,20 +522,31 @@ def frame_from_markers(
     """
     if len(axes) != 2 or axes[0] == axes[1] or any(c not in _AXES for c in axes):
         raise GaitDataError(f"axes must be two distinct letters of 'xyz', got {axes!r}")
-    u = jnp.asarray(axis_point) - jnp.asarray(origin)
-    w = jnp.asarray(plane_point) - jnp.asarray(origin)
-    nu = jnp.linalg.norm(u, axis=-1, keepdims=True)
-    e1 = u / nu
-    v = w - jnp.sum(w * e1, -1, keepdims=True) * e1
-    nv = jnp.linalg.norm(v, axis=-1, keepdims=True)
-    if not isinstance(nv, jax.core.Tracer):
-        scale = np.maximum(np.asarray(jnp.linalg.norm(w, axis=-1, keepdims=True)), 1e-300)
-        bad = (np.asarray(nu) < 1e-9) | (np.asarray(nv) < 1e-6 * scale)
+    origin, axis_point, plane_point = (
+        jnp.asarray(v, dtype=float) for v in (origin, axis_point, plane_point)
+    )
+    if not isinstance(origin, jax.core.Tracer):
+        u = np.asarray(axis_point) - np.asarray(origin)
+        w = np.asarray(plane_point) - np.asarray(origin)
+        nu = np.linalg.norm(u, axis=-1, keepdims=True)
+        e = u / np.maximum(nu, 1e-300)
+        nv = np.linalg.norm(w - np.sum(w * e, -1, keepdims=True) * e, axis=-1, keepdims=True)
+        scale = np.maximum(np.linalg.norm(w, axis=-1, keepdims=True), 1e-300)
+        bad = (nu < 1e-9) | (nv < 1e-6 * scale)
         if np.any(bad):
             idx = np.argwhere(bad[..., 0])
             where = f" (frame {tuple(int(i) for i in idx[0])})" if idx.size else ""
             raise GaitDataError(f"markers are coincident or collinear{where}: no frame defined")
-    e2 = v / nv
+    return _frame(origin, axis_point, plane_point, axes)
+
+
+@functools.partial(jax.jit, static_argnums=3)
+def _frame(origin, axis_point, plane_point, axes: str):
+    u = axis_point - origin
+    w = plane_point - origin
+    e1 = u / jnp.linalg.norm(u, axis=-1, keepdims=True)
+    v = w - jnp.sum(w * e1, -1, keepdims=True) * e1
+    e2 = v / jnp.linalg.norm(v, axis=-1, keepdims=True)
     i, j = _AXES[axes[0]], _AXES[axes[1]]
     k = 3 - i - j
     e3 = jnp.cross(e1, e2) if (j - i) % 3 == 1 else jnp.cross(e2, e1)
@@ -564,8 +587,12 @@ def rigid_fit(
 def angular_velocity(R: Float[Array, "nt 3 3"], dt: float) -> Float[Array, "nt 3"]:
     """Angular velocity (rad/s) in the segment frame from world-from-segment rotations sampled at
     ``dt``: ``ω̃ = Rᵀ Ṙ`` with ``Ṙ`` by :func:`derivative` (its skew part is taken)."""
-    Rd = derivative(R, dt)
-    return unskew(jnp.einsum("tba,tbc->tac", R, Rd))
+    return _angular_velocity(jnp.asarray(R, dtype=float), dt)
+
+
+@jax.jit
+def _angular_velocity(R, dt):
+    return unskew(jnp.einsum("tba,tbc->tac", R, _derivative(R, dt)))
 
 
 def angular_acceleration(omega: Float[Array, "nt 3"], dt: float) -> Float[Array, "nt 3"]:
@@ -588,15 +615,21 @@ def segment_motion(
         dt: sample interval (s). Filter the markers first (:func:`lowpass`) for noisy data.
     """
     R = jnp.asarray(R, dtype=float)
-    com = jnp.asarray(com, dtype=float)
-    w = angular_velocity(R, dt)
+    if R.ndim != 3 or R.shape[1:] != (3, 3) or R.shape[0] < 3:
+        raise GaitDataError(f"R has shape {R.shape}, expected (nt >= 3, 3, 3)")
+    return _segment_motion(R, jnp.asarray(com, dtype=float), jnp.asarray(joint, dtype=float), dt)
+
+
+@jax.jit
+def _segment_motion(R, com, joint, dt):
+    w = _angular_velocity(R, dt)
     return ne.SegmentMotion(
         R=jnp.swapaxes(R, -1, -2),
         com=com,
-        acc=derivative(derivative(com, dt), dt),
+        acc=_derivative(_derivative(com, dt), dt),
         omega=w,
-        alpha=angular_acceleration(w, dt),
-        joint=jnp.asarray(joint, dtype=float),
+        alpha=_derivative(w, dt),
+        joint=joint,
     )
 
 

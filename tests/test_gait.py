@@ -279,3 +279,66 @@ def test_command_line(tmp_path):
     args = parser.parse_args(["inverse-dynamics", f, "--out", str(tmp_path), "--body-mass", "65"])
     assert args.func(args) == 0
     assert (tmp_path / "BiomecII2018_gait_n_joint_loads.csv").is_file()
+
+
+def _pose(k):
+    """Rigid motion of segment k: world-from-segment rotation and origin as JAX functions of t."""
+    R = lambda t: _rotation_path(1.3 * t + 0.4 * k)
+    p = lambda t: jnp.stack(
+        [0.3 * jnp.sin(2 * t + k), 0.5 + 0.1 * jnp.cos(3 * t) + 0.4 * k, 0.05 * jnp.sin(t)]
+    )
+    return R, p
+
+
+# body-fixed points: frame markers (origin, +y, in the y-z plane), centre of mass, proximal joint
+_LOCAL = np.array([[0, 0, 0], [0, 0.2, 0], [0, 0.03, 0.1], [0.02, 0.1, 0.01], [0, 0.22, 0.01]])
+
+
+@jax.jit
+def _exact_kinematics(k, ts):
+    R, p = _pose(k)
+    com = lambda t: p(t) + R(t) @ _LOCAL[3]
+    w = lambda t: jaxmb.matcalc.unskew(R(t).T @ jax.jacfwd(R)(t))
+    acc = jax.jacfwd(jax.jacfwd(com))
+    return jax.vmap(
+        lambda t: (R(t).T, com(t), acc(t), w(t), jax.jacfwd(w)(t), p(t) + R(t) @ _LOCAL[4])
+    )(ts)
+
+
+@jax.jit
+def _marker_positions(k, ts):
+    R, p = _pose(k)
+    return jax.vmap(lambda t: p(t) + _LOCAL @ R(t).T, out_axes=1)(ts)
+
+
+def test_markers_to_loads_3d_converges():
+    """End to end in 3D: markers of two rigid segments -> frames, ω, α, accelerations by
+    differences -> Newton–Euler loads, against the loads from the exact (autodiff) kinematics.
+    The error is second order in the sample interval (measured: 3.9e-6 and 9.8e-7 relative
+    at 200 and 400 samples per second)."""
+    inertia = [0.01 * np.eye(3), np.diag([0.04, 0.005, 0.04])]
+    chain = ne.segment_chain(["foot", "shank"], [1.0, 3.0], inertia)
+
+    def from_markers(k, ts, dt):
+        m0, m1, m2, com, joint = _marker_positions(float(k), ts)
+        Rm = gait.frame_from_markers(m0, m1, m2, axes="yz")
+        return gait.segment_motion(Rm, com, joint, dt)
+
+    errs = []
+    for n in (200, 400):
+        ts = jnp.linspace(0.0, 1.0, n + 1)
+        dt = float(ts[1] - ts[0])
+        grf = np.tile([10.0, 700.0, -5.0], (n + 1, 1))
+        load = ne.ground_load(grf, np.tile([0.1, 0, 0], (n + 1, 1)))
+        exact = {
+            s: ne.SegmentMotion(*_exact_kinematics(float(k), ts)) for k, s in enumerate(chain.names)
+        }
+        marks = {s: from_markers(k, ts, dt) for k, s in enumerate(chain.names)}
+        ref = ne.joint_loads(chain, exact, load)
+        got = ne.joint_loads(chain, marks, load)
+        sl = slice(3, -3)
+        dF = np.abs(np.asarray(got.force - ref.force))[sl].max()
+        dM = np.abs(np.asarray(got.moment - ref.moment))[sl].max()
+        errs.append(max(dF, dM) / float(np.abs(np.asarray(ref.moment)).max()))
+    assert errs[1] < 1e-4, errs
+    assert 3.5 < errs[0] / errs[1] < 4.5, errs
