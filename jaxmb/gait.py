@@ -822,9 +822,15 @@ def add_inverse_dynamics_parser(subparsers):
         default="tables",
         help="Winter only: use Table A.3 kinematics or differentiate A.2 markers",
     )
-    p.add_argument("--cutoff", type=float, default=6.0, help="low-pass cutoff (Hz)")
+    p.add_argument(
+        "--cutoff",
+        type=float,
+        default=None,
+        help="low-pass cutoff (Hz) of the markers; default 6 for BMClab trials, none for Winter's "
+        "already filtered A.2 markers",
+    )
     p.add_argument("--body-mass", type=float, default=70.0, help="BMClab trials: body mass (kg)")
-    p.add_argument("--out", default=".", help="output directory")
+    p.add_argument("--out", default="jaxmb_out", help="output directory (default jaxmb_out/)")
     p.set_defaults(func=inverse_dynamics_command)
     return p
 
@@ -852,7 +858,8 @@ def inverse_dynamics_command(args) -> int:
         time, stem = data.time, f"winter_{args.source}"
     else:
         trial = read_bmc3d(src)
-        chain, motion, load, st = bmc3d_inputs(trial, args.body_mass, args.cutoff)
+        cutoff = 6.0 if args.cutoff is None else args.cutoff
+        chain, motion, load, st = bmc3d_inputs(trial, args.body_mass, cutoff)
         time, stem = trial.time[st], Path(trial.path).stem
     loads = ne.joint_loads(chain, motion, load)
     out = Path(args.out)
