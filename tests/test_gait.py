@@ -342,3 +342,41 @@ def test_markers_to_loads_3d_converges():
         errs.append(max(dF, dM) / float(np.abs(np.asarray(ref.moment)).max()))
     assert errs[1] < 1e-4, errs
     assert 3.5 < errs[0] / errs[1] < 4.5, errs
+
+
+def test_noisy_markers_need_the_lowpass():
+    """500 Hz markers with 0.5 mm white noise: differencing raw positions ruins the loads
+    (measured 170 N / 30 N·m RMS error); the 6 Hz zero-lag Butterworth brings them to 0.27 N /
+    0.10 N·m RMS (loads up to 690 N / 180 N·m), away from the first and last 0.1 s."""
+    chain = ne.segment_chain(
+        ["foot", "shank"], [1.0, 3.0], [0.01 * np.eye(3), np.diag([0.04, 0.005, 0.04])]
+    )
+    n = 500
+    ts = jnp.linspace(0.0, 1.0, n + 1)
+    dt = float(ts[1] - ts[0])
+    load = ne.ground_load(
+        np.tile([10.0, 700.0, -5.0], (n + 1, 1)), np.tile([0.1, 0, 0], (n + 1, 1))
+    )
+    exact = {
+        s: ne.SegmentMotion(*_exact_kinematics(float(k), ts)) for k, s in enumerate(chain.names)
+    }
+    ref = ne.joint_loads(chain, exact, load)
+    rng = np.random.default_rng(0)
+    errors = {}
+    for cutoff in (None, 6.0):
+        motions = {}
+        for k, s in enumerate(chain.names):
+            pts = np.asarray(_marker_positions(float(k), ts))
+            pts = pts + rng.normal(scale=5e-4, size=pts.shape)
+            if cutoff is not None:
+                pts = np.stack([np.asarray(gait.lowpass(p, 1 / dt, cutoff)) for p in pts])
+            m0, m1, m2, com, joint = pts
+            R = gait.frame_from_markers(m0, m1, m2, axes="yz")
+            motions[s] = gait.segment_motion(R, com, joint, dt)
+        out = ne.joint_loads(chain, motions, load)
+        errors[cutoff] = (
+            _rms(np.asarray(out.force - ref.force)[50:-50]),
+            _rms(np.asarray(out.moment - ref.moment)[50:-50]),
+        )
+    assert errors[None][0] > 50 and errors[None][1] > 10, errors
+    assert errors[6.0][0] < 0.6 and errors[6.0][1] < 0.25, errors
