@@ -24,6 +24,7 @@ with something cheaper or exact in closed form.
 from __future__ import annotations
 
 import abc
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -280,6 +281,10 @@ class ImplicitMap(AbstractJointMap):
         self.rcond = float(rcond)
         self.check = bool(check)
 
+    def replace(self, **changes) -> ImplicitMap:
+        """A copy with some constructor arguments changed (e.g. ``check=False``, ``iterations``)."""
+        return dataclasses.replace(self, **changes)
+
     # -- plumbing --------------------------------------------------------------------------------
     @property
     def m(self) -> int:
@@ -321,7 +326,11 @@ class ImplicitMap(AbstractJointMap):
         return jax.lax.stop_gradient(jnp.broadcast_to(x, (self.m,)).astype(jnp.result_type(q)))
 
     def _newton(self, q, x0):
-        """Fixed-count Newton iterations; returns the iterate, residual and singularity flag."""
+        """Fixed-count Newton iterations; returns the iterate, residual and singularity flag.
+
+        A ``fori_loop`` with a static trip count: one traced body however many iterations, so
+        compile time stays small under nested differentiation.
+        """
         gf = jax.jacfwd(self.residual, argnums=0)
 
         def step(_, carry):
@@ -340,19 +349,18 @@ class ImplicitMap(AbstractJointMap):
     def _raise_on_failure(self, x, converged, singular):
         if not self.check:
             return x
-        x = eqx.error_if(
+        return eqx.branched_error_if(
             x,
-            singular,
-            "ImplicitMap: the constraint Jacobian ∂g/∂f of the dependent joints "
-            f"{self.dependent} is singular at this q (a singular configuration: q does not "
-            "determine the dependent joint variables here)",
-        )
-        return eqx.error_if(
-            x,
-            ~converged & ~singular,
-            f"ImplicitMap: Newton's method did not converge to max|g| <= {self.tol:g} in "
-            f"{self.iterations} iterations (no assembly near the warm start at this q: q outside "
-            "the mechanism's range, or a warm start in another branch's basin)",
+            singular | ~converged,
+            jnp.where(singular, 0, 1),
+            (
+                "ImplicitMap: the constraint Jacobian ∂g/∂f of the dependent joints "
+                f"{self.dependent} is singular at this q (a singular configuration: q does not "
+                "determine the dependent joint variables here)",
+                f"ImplicitMap: Newton's method did not converge to max|g| <= {self.tol:g} in "
+                f"{self.iterations} iterations (no assembly near the warm start at this q: q "
+                "outside the mechanism's range, or a warm start in another branch's basin)",
+            ),
         )
 
     def _solve_dependent(self, q):
@@ -388,12 +396,15 @@ class ImplicitMap(AbstractJointMap):
         ``guess`` overrides the warm start (continuation sweeps use the previous solution).
         Not differentiable through the solve; use ``__call__`` for that.
         """
+        return _implicit_solve(self, jnp.asarray(q), guess)
+
+    def _solve_impl(self, q, guess):
         x0 = self.guess(q) if guess is None else jnp.asarray(guess, dtype=jnp.result_type(q))
         x, r, converged, singular = self._newton(q, x0)
         return ImplicitSolution(self.assemble(x, q), r, converged, singular)
 
     def __call__(self, q):
-        return self.assemble(self._solve_dependent(q), q)
+        return _implicit_call(self, q)
 
     def derivatives(self, q):
         """``(f, J, H)`` with one Newton solve and ONE LU of ∂g/∂f shared by ∇f and H.
@@ -404,6 +415,9 @@ class ImplicitMap(AbstractJointMap):
         second-order terms except G_f H, see :func:`projection_derivatives`), so
         ``H_dep = −G_f⁻¹ Γ``. Everything stays differentiable (x through the custom JVP).
         """
+        return _implicit_derivatives(self, q)
+
+    def _derivatives_impl(self, q):
         q = jnp.asarray(q)
         x = self._solve_dependent(q)
         lu = jsl.lu_factor(jax.jacfwd(self.residual, argnums=0)(x, q))
@@ -431,6 +445,23 @@ class ImplicitMap(AbstractJointMap):
 
     def hessian(self, q):
         return self.derivatives(q)[2]
+
+
+# Compiled entry points (cached on the map's static structure): eager calls compile once, and
+# inside an outer jit they are simply inlined.
+@eqx.filter_jit
+def _implicit_call(jm: ImplicitMap, q):
+    return jm.assemble(jm._solve_dependent(q), q)
+
+
+@eqx.filter_jit
+def _implicit_solve(jm: ImplicitMap, q, guess):
+    return jm._solve_impl(q, guess)
+
+
+@eqx.filter_jit
+def _implicit_derivatives(jm: ImplicitMap, q):
+    return jm._derivatives_impl(q)
 
 
 # -------------------------------------------------------------------------------------------------
@@ -534,7 +565,8 @@ def _sample(joint_map, axes):
     grids = np.meshgrid(*axes, indexing="ij")
     pts = np.stack([g.ravel() for g in grids], -1)
     if isinstance(joint_map, ImplicitMap):
-        mp = joint_map
+        # neighbours are a grid step apart, farther than the map's own warm start may be
+        mp = joint_map.replace(iterations=max(joint_map.iterations, 12))
         dep = np.asarray(mp.dependent)
 
         def solve_at(qk, x):
@@ -664,17 +696,13 @@ def projection_solve(gbar: Float[Array, "m m"], rhs: Float[Array, "m k"]) -> Flo
     gammas = [None] * (m + 2)
     gammas[m + 1] = eye
     us, norms = [None] * (m + 1), [None] * (m + 1)
+    bad = jnp.zeros((), dtype=bool)
     for i in range(m, 0, -1):
         g_i = gbar[:, i - 1]
         u = gammas[i + 1] @ g_i
         nu = u @ u
-        norms[i] = eqx.error_if(
-            nu,
-            ~(nu > 1e-24 * jnp.maximum(g_i @ g_i, jnp.finfo(gbar.dtype).tiny)),
-            "projection method: ∂G/∂f is singular (a column ḡ_i lies in the span of the later "
-            "ones); the configuration is singular",
-        )
-        us[i] = u
+        bad = bad | ~(nu > 1e-24 * jnp.maximum(g_i @ g_i, jnp.finfo(gbar.dtype).tiny))
+        us[i], norms[i] = u, nu
         gammas[i] = gammas[i + 1] - jnp.outer(u, u) / nu
     eta = jnp.zeros_like(rhs)
     xs = []
@@ -682,7 +710,12 @@ def projection_solve(gbar: Float[Array, "m m"], rhs: Float[Array, "m k"]) -> Flo
         x_i = us[i] @ (rhs - eta) / norms[i]
         eta = eta + jnp.outer(gbar[:, i - 1], x_i)
         xs.append(x_i)
-    return jnp.stack(xs)
+    return eqx.error_if(
+        jnp.stack(xs),
+        bad,
+        "projection method: ∂G/∂f is singular (a column ḡ_i lies in the span of the later "
+        "ones); the configuration is singular",
+    )
 
 
 def projection_derivatives(joint_map: AbstractJointMap, q: Float[Array, " nq"]):
@@ -788,24 +821,26 @@ def molecule_derivatives(joint_map: AbstractJointMap, q: Float[Array, " nq"], h:
 
 def _derivatives(model, q, method: str, h: float, premodel_map: PremodelMap | None):
     jm = _joint_map(model)
-    q = jnp.asarray(q)
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
+    if method == "premodel" and premodel_map is None and not isinstance(jm, PremodelMap):
+        raise ValueError(
+            'method="premodel" needs premodel_map=premodel(model.joint_map, ranges, n) '
+            "(building the fit is a one-off sweep, not part of each evaluation)"
+        )
+    h = jnp.asarray(h, dtype=jnp.result_type(float)) if method == "molecule" else None
+    return _derivatives_impl(jm, jnp.asarray(q), method, h, premodel_map)
+
+
+@eqx.filter_jit
+def _derivatives_impl(jm, q, method, h, premodel_map):
     if method == "autodiff":
         return jm(q), jax.jacfwd(jm)(q), jax.jacfwd(jax.jacfwd(jm))(q)
     if method == "projection":
         return projection_derivatives(jm, q)
     if method == "molecule":
         return molecule_derivatives(jm, q, h)
-    if method == "premodel":
-        if premodel_map is None:
-            if isinstance(jm, PremodelMap):
-                premodel_map = jm
-            else:
-                raise ValueError(
-                    'method="premodel" needs premodel_map=premodel(model.joint_map, ranges, n) '
-                    "(building the fit is a one-off sweep, not part of each evaluation)"
-                )
-        return premodel_map.derivatives(q)
-    raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
+    return (jm if premodel_map is None else premodel_map).derivatives(q)
 
 
 def joint_gradients(
