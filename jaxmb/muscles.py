@@ -1,0 +1,898 @@
+"""Musculotendon paths, muscle lengths and the moment-arm matrix R(q) (seed 001 §4 2-4).
+
+Eqs. 149–195. A musculotendon unit is an ordered path of points over bodies. Its *attachment
+sequence* Γ_k (Definition 2) is the sequence of bodies that the path visits; it may skip
+parent/child relations and include the ground (body ``-1`` here, "0" in the seed). Path elements:
+
+- :class:`PathPoint`: a point fixed in a body (or the ground).
+- :class:`ConditionalPathPoint`: a via point that is part of the path only while one coordinate is
+  inside ``range`` (closed interval, as OpenSim's ``ConditionalPathPoint``). The switch is *not*
+  smoothed: like OpenSim, the length jumps when the via point appears, and at a switching pose the
+  moment arm is the one-sided value of whichever side the pose is on.
+- :class:`MovingPathPoint`: a point whose body-frame location is a smooth function of q; each
+  coordinate x, y, z is a natural cubic spline of one generalized coordinate (OpenSim's
+  ``MovingPathPoint`` with spline functions).
+- Wrapping (:class:`WrapCylinder`, :class:`WrapSphere`, :class:`WrapEllipsoid`), attached to a path
+  segment between two non-conditional points: when the straight segment intersects the object, the
+  path is replaced by the two tangent lines and a curve on the surface between the tangent points
+  T1, T2, inserted into the path as two points on the object's body (as OpenSim does):
+
+  * cylinder: the exact geodesic (a helix). The cross-section gives the tangent points in the
+    plane; unrolling the cylinder makes the whole wrapped path a straight line, so the axial
+    coordinates of T1, T2 are interpolated linearly in the unrolled length.
+  * sphere: the exact geodesic, a great circle in the plane through P, S and the centre.
+  * ellipsoid: *planar-section method*. Scaling by the inverse semi-axes maps the ellipsoid to the
+    unit sphere and preserves tangency, so T1, T2 are exact tangent points; the curve between them
+    is the section of the ellipsoid by the plane through P, S and the centre (the image of a great
+    circle), its length integrated by 64-point Gauss–Legendre quadrature. This curve is a geodesic
+    only for a sphere or a principal plane, so its length is not stationary under sliding T1, T2
+    and the tangent lines are not the exact lines of action; the moment arm therefore uses, for this
+    element only, the gradient of the wrapped length with respect to the endpoints P and S (a local
+    derivative of the 6-input wrap function, like a spline's slope for a moving point). OpenSim's
+    own ellipsoid wrap is also a planar construction, with a different choice of plane.
+
+  ``quadrant`` ("all", "x", "-x", "y", "-y", "z", "-z", in the wrap frame) restricts the side the
+  path may pass: if the short way violates it the path goes the long way. For cylinders, OpenSim's
+  additional rule is followed: with a constrained quadrant the path also wraps when P and S lie on
+  opposite sides of the constraint axis and the line passes on the forbidden side. A cylinder's
+  ``length`` is used as OpenSim does (no wrap when both tangent points are beyond ±length/2).
+  Only one wrap object per segment; OpenSim's iteration over several objects on one segment (it
+  stops when the length changes by less than 0.5 mm) is not reproduced.
+
+Moment arms (the seed's closed form). Every straight segment between consecutive active points on
+*different* bodies pulls its first point along the unit vector e and its last point along −e. The
+sum of these per body, in body axes, is the GMLAV ``E_ki`` and its moment ``Ê_ki`` (Definitions
+3–5, Eqs. 153–160). With γ_i (Eq. 176) and β_i (Eqs. 179–184) from the closed-form kinematics,
+
+    R = Σ_i ( γ_i E_iᵀ + Jᵀ ϑ β_i Ê_iᵀ )                                 (Eq. 193, (nq, nm))
+
+and column k is ``Σ_{i ∈ Γ_k} (γ_i E_ki + Jᵀ ϑ β_i Ê_ki)`` (Eq. 195, ``method="sparse"``). Two
+terms go beyond the seed, which assumes body-fixed points: a moving path point adds ``(∂r/∂q)ᵀ F``
+(its motion relative to its body, as OpenSim's ``GeometryPath::addInEquivalentForces``); geodesic
+wrap tangent points (cylinder, sphere) add nothing, because the geodesic's length is stationary
+under sliding them on the surface. ``R F_mt`` is the generalized force of the muscle tensions, and
+``R = −∂L/∂q``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from .kinematics import kinematics
+from .model import Model, ModelError
+
+__all__ = [
+    "PathPoint",
+    "ConditionalPathPoint",
+    "MovingPathPoint",
+    "WrapCylinder",
+    "WrapSphere",
+    "WrapEllipsoid",
+    "PathWrap",
+    "MuscleParameters",
+    "Muscle",
+    "MuscleSet",
+    "with_muscles",
+    "muscle_lengths",
+    "muscle_velocities",
+    "moment_arms",
+    "moment_arm_terms",
+    "path_geometry",
+    "natural_cubic_spline",
+]
+
+_QUADRANTS = {
+    "all": None,
+    "x": (0, 1.0),
+    "-x": (0, -1.0),
+    "y": (1, 1.0),
+    "-y": (1, -1.0),
+    "z": (2, 1.0),
+    "-z": (2, -1.0),
+}
+_GL_X, _GL_W = np.polynomial.legendre.leggauss(64)
+
+
+# ----------------------------------------------------------------------------- path elements
+class PathPoint(eqx.Module):
+    """A path point fixed in a body.
+
+    Attributes:
+        body: body index or name (``-1``/``"ground"`` for the ground); static.
+        location: (3,) m, in the body frame.
+        name: optional label (static).
+    """
+
+    body: Any = eqx.field(static=True)
+    location: Float[Array, " 3"]
+    name: str = eqx.field(static=True, default="")
+
+    def __init__(self, body, location, name: str = ""):
+        self.body = body
+        self.location = jnp.asarray(location, dtype=float)
+        self.name = name
+
+    def evaluate(self, q, nq):
+        """(location (3,), ∂location/∂q (3, nq), active)."""
+        return self.location, jnp.zeros((3, nq), self.location.dtype), jnp.asarray(True)
+
+
+class ConditionalPathPoint(eqx.Module):
+    """A via point in the path only while ``range[0] <= q[coordinate] <= range[1]``.
+
+    Attributes:
+        body: body index or name (static). location: (3,) m in the body frame.
+        coordinate: index or name of the generalized coordinate (static).
+        range: (2,) closed interval of that coordinate (rad or m).
+    """
+
+    body: Any = eqx.field(static=True)
+    location: Float[Array, " 3"]
+    coordinate: Any = eqx.field(static=True)
+    range: Float[Array, " 2"]
+    name: str = eqx.field(static=True, default="")
+
+    def __init__(self, body, location, coordinate, range, name: str = ""):  # noqa: A002
+        self.body = body
+        self.location = jnp.asarray(location, dtype=float)
+        self.coordinate = coordinate
+        self.range = jnp.asarray(range, dtype=float)
+        self.name = name
+
+    def evaluate(self, q, nq):
+        c = q[self.coordinate]
+        active = (c >= self.range[0]) & (c <= self.range[1])
+        return self.location, jnp.zeros((3, nq), self.location.dtype), active
+
+
+def natural_cubic_spline(knots, values, x):
+    """Natural cubic spline through ``(knots, values)`` at x: value and first derivative.
+
+    Beyond the end knots the end cubic pieces are extended. knots: (K,) increasing, K ≥ 2;
+    values: (K,); x: scalar. Differentiable in values and knots.
+    """
+    h = jnp.diff(knots)
+    K = knots.shape[0]
+    if K == 2:
+        slope = (values[1] - values[0]) / h[0]
+        return values[0] + slope * (x - knots[0]), slope
+    # second derivatives m with m_0 = m_{K-1} = 0
+    rhs = 6.0 * (jnp.diff(values[1:]) / h[1:] - jnp.diff(values[:-1]) / h[:-1])
+    main = 2.0 * (h[:-1] + h[1:])
+    T = jnp.diag(main) + jnp.diag(h[1:-1], 1) + jnp.diag(h[1:-1], -1)
+    m = jnp.concatenate([jnp.zeros(1), jnp.linalg.solve(T, rhs), jnp.zeros(1)])
+    i = jnp.clip(jnp.searchsorted(knots, x, side="right") - 1, 0, K - 2)
+    hi, t0, t1 = h[i], knots[i], knots[i + 1]
+    a, b = t1 - x, x - t0
+    y0, y1, m0, m1 = values[i], values[i + 1], m[i], m[i + 1]
+    val = (
+        (m0 * a**3 + m1 * b**3) / (6 * hi)
+        + (y0 / hi - m0 * hi / 6) * a
+        + (y1 / hi - m1 * hi / 6) * b
+    )
+    der = (-m0 * a**2 + m1 * b**2) / (2 * hi) - (y0 / hi - m0 * hi / 6) + (y1 / hi - m1 * hi / 6)
+    return val, der
+
+
+class MovingPathPoint(eqx.Module):
+    """A point whose body-frame location is a smooth function of q.
+
+    Coordinate ``a`` (x, y, z) of the location is a natural cubic spline of the generalized
+    coordinate ``coordinates[a]`` through ``(knots[a], values[a])``.
+
+    Attributes:
+        body: body index or name (static).
+        coordinates: three coordinate indices or names (static).
+        knots: (3, K) spline abscissae (rad or m), increasing. values: (3, K) m.
+    """
+
+    body: Any = eqx.field(static=True)
+    coordinates: tuple = eqx.field(static=True)
+    knots: Float[Array, "3 K"]
+    values: Float[Array, "3 K"]
+    name: str = eqx.field(static=True, default="")
+
+    def __init__(self, body, coordinates, knots, values, name: str = ""):
+        self.body = body
+        self.coordinates = tuple(coordinates)
+        self.knots = jnp.asarray(knots, dtype=float)
+        self.values = jnp.asarray(values, dtype=float)
+        self.name = name
+
+    def evaluate(self, q, nq):
+        loc, dloc = [], []
+        for a in range(3):
+            v, d = natural_cubic_spline(self.knots[a], self.values[a], q[self.coordinates[a]])
+            loc.append(v)
+            dloc.append(jnp.zeros(nq, v.dtype).at[self.coordinates[a]].set(d))
+        return jnp.stack(loc), jnp.stack(dloc), jnp.asarray(True)
+
+
+class _WrapObject(eqx.Module):
+    body: Any = eqx.field(static=True)
+    translation: Float[Array, " 3"]
+    rotation: Float[Array, "3 3"]
+    quadrant: str = eqx.field(static=True)
+    name: str = eqx.field(static=True)
+
+
+class WrapCylinder(_WrapObject):
+    """An infinite-in-principle cylinder along the wrap frame's z axis, centred at its origin.
+
+    Attributes:
+        body: body index or name (static). translation: (3,) m, wrap-frame origin in the body frame.
+        rotation: (3, 3) wrap-frame axes in the body frame (columns). radius: m.
+        length: m (OpenSim's rule: no wrap when both tangent points lie beyond ±length/2).
+        quadrant: allowed side, see the module docstring.
+    """
+
+    radius: Float[Array, ""]
+    length: Float[Array, ""]
+
+    def __init__(self, body, translation, rotation, radius, length=np.inf, quadrant="all", name=""):
+        self.body = body
+        self.translation = jnp.asarray(translation, dtype=float)
+        self.rotation = jnp.asarray(rotation, dtype=float)
+        self.radius = jnp.asarray(radius, dtype=float)
+        self.length = jnp.asarray(length, dtype=float)
+        self.quadrant = quadrant
+        self.name = name
+
+    def wrap(self, p, s):
+        return _wrap_cylinder(p, s, self.radius, self.length, _QUADRANTS[self.quadrant])
+
+
+class WrapEllipsoid(_WrapObject):
+    """An ellipsoid, semi-axes ``dimensions`` (m) along the wrap-frame axes (planar section)."""
+
+    dimensions: Float[Array, " 3"]
+
+    def __init__(self, body, translation, rotation, dimensions, quadrant="all", name=""):
+        self.body = body
+        self.translation = jnp.asarray(translation, dtype=float)
+        self.rotation = jnp.asarray(rotation, dtype=float)
+        self.dimensions = jnp.asarray(dimensions, dtype=float)
+        self.quadrant = quadrant
+        self.name = name
+
+    def wrap(self, p, s):
+        return _wrap_ellipsoid(p, s, self.dimensions, _QUADRANTS[self.quadrant])
+
+
+class WrapSphere(_WrapObject):
+    """A sphere of ``radius`` centred at the wrap-frame origin (great-circle geodesic)."""
+
+    radius: Float[Array, ""]
+
+    def __init__(self, body, translation, rotation, radius, quadrant="all", name=""):
+        self.body = body
+        self.translation = jnp.asarray(translation, dtype=float)
+        self.rotation = jnp.asarray(rotation, dtype=float)
+        self.radius = jnp.asarray(radius, dtype=float)
+        self.quadrant = quadrant
+        self.name = name
+
+    def wrap(self, p, s):
+        return _wrap_ellipsoid(p, s, jnp.broadcast_to(self.radius, (3,)), _QUADRANTS[self.quadrant])
+
+
+class PathWrap(eqx.Module):
+    """A wrap object acting on the path segment between points ``segment`` and ``segment + 1``."""
+
+    wrap: _WrapObject
+    segment: int = eqx.field(static=True)
+
+
+class MuscleParameters(eqx.Module):
+    """Hill-type parameters of one musculotendon unit (see :mod:`jaxmb.hill`).
+
+    Attributes:
+        max_isometric_force: F_max (N). optimal_fiber_length: l_opt (m).
+        tendon_slack_length: l_s (m). pennation_at_optimal: α_opt (rad).
+        max_contraction_velocity: v_max in optimal fibre lengths per second (1/s).
+    """
+
+    max_isometric_force: Float[Array, ""]
+    optimal_fiber_length: Float[Array, ""]
+    tendon_slack_length: Float[Array, ""]
+    pennation_at_optimal: Float[Array, ""]
+    max_contraction_velocity: Float[Array, ""]
+
+    def __init__(
+        self,
+        max_isometric_force,
+        optimal_fiber_length,
+        tendon_slack_length,
+        pennation_at_optimal=0.0,
+        max_contraction_velocity=10.0,
+    ):
+        self.max_isometric_force = jnp.asarray(max_isometric_force, dtype=float)
+        self.optimal_fiber_length = jnp.asarray(optimal_fiber_length, dtype=float)
+        self.tendon_slack_length = jnp.asarray(tendon_slack_length, dtype=float)
+        self.pennation_at_optimal = jnp.asarray(pennation_at_optimal, dtype=float)
+        self.max_contraction_velocity = jnp.asarray(max_contraction_velocity, dtype=float)
+
+
+class Muscle(eqx.Module):
+    """One musculotendon unit: a named path (points in order, origin first) and Hill parameters."""
+
+    name: str = eqx.field(static=True)
+    points: tuple
+    wraps: tuple = ()
+    params: MuscleParameters | None = None
+
+
+class MuscleSet(eqx.Module):
+    """The musculotendon units of a model (``Model.muscles``); ``names`` is static."""
+
+    muscles: tuple
+    names: tuple = eqx.field(static=True)
+
+    def __init__(self, muscles: Sequence[Muscle]):
+        self.muscles = tuple(muscles)
+        self.names = tuple(m.name for m in self.muscles)
+
+    @property
+    def params(self) -> MuscleParameters:
+        """Hill parameters stacked over muscles, each field (nm,)."""
+        ps = [m.params for m in self.muscles]
+        if any(p is None for p in ps):
+            missing = [m.name for m in self.muscles if m.params is None]
+            raise ModelError(f"muscles {missing} have no Hill parameters")
+        return jax.tree_util.tree_map(lambda *x: jnp.stack(x), *ps)
+
+
+def _resolve_body(model: Model, body, where):
+    if body is None or body == "ground" or (isinstance(body, int | np.integer) and body == -1):
+        return -1
+    if isinstance(body, str):
+        if body not in model.body_names:
+            raise ModelError(f"{where}: unknown body {body!r}; bodies are {list(model.body_names)}")
+        return model.body_names.index(body)
+    b = int(body)
+    if not -1 <= b < model.nb:
+        raise ModelError(f"{where}: body index {b} out of range for {model.nb} bodies")
+    return b
+
+
+def _resolve_coordinate(model: Model, c, where):
+    if isinstance(c, str):
+        if c not in model.coordinate_names:
+            raise ModelError(
+                f"{where}: unknown coordinate {c!r}; coordinates are {list(model.coordinate_names)}"
+            )
+        return model.coordinate_names.index(c)
+    c = int(c)
+    if not 0 <= c < model.nq:
+        raise ModelError(f"{where}: coordinate index {c} out of range for {model.nq} coordinates")
+    return c
+
+
+def _finite(x, where):
+    x = np.asarray(x, dtype=float)
+    if not np.all(np.isfinite(x)):
+        raise ModelError(f"{where} has non-finite entries: {x.tolist()}")
+    return x
+
+
+def with_muscles(model: Model, muscles: Sequence[Muscle] | MuscleSet) -> Model:
+    """Validate musculotendon paths against ``model`` and return the model carrying them.
+
+    Body and coordinate names are resolved to indices. Raises :class:`ModelError` naming the muscle
+    and the element: fewer than two points, a conditional origin or insertion, a conditional point
+    next to a wrap, two wraps on one segment, unknown bodies/coordinates, non-finite numbers, bad
+    spline knots, non-positive wrap sizes, a non-orthonormal wrap rotation, an unknown quadrant.
+    """
+    if isinstance(muscles, MuscleSet):
+        muscles = muscles.muscles
+    out, names = [], set()
+    for mi, mus in enumerate(muscles):
+        if not isinstance(mus, Muscle):
+            raise ModelError(
+                f"muscles[{mi}] is a {type(mus).__name__}, expected jaxmb.muscles.Muscle"
+            )
+        w = f"muscle {mus.name!r}"
+        if mus.name in names:
+            raise ModelError(f"{w}: muscle name used more than once")
+        names.add(mus.name)
+        if len(mus.points) < 2:
+            raise ModelError(f"{w}: a path needs at least two points, got {len(mus.points)}")
+        pts = []
+        for k, p in enumerate(mus.points):
+            wp = f"{w}, point {k} {getattr(p, 'name', '')!r}"
+            if isinstance(p, PathPoint):
+                pts.append(
+                    PathPoint(
+                        _resolve_body(model, p.body, wp),
+                        _finite(p.location, f"{wp} location"),
+                        p.name,
+                    )
+                )
+            elif isinstance(p, ConditionalPathPoint):
+                if k in (0, len(mus.points) - 1):
+                    raise ModelError(f"{wp}: the origin and insertion cannot be conditional")
+                r = _finite(p.range, f"{wp} range")
+                if r.shape != (2,) or r[0] > r[1]:
+                    raise ModelError(f"{wp}: range must be (low, high) with low <= high, got {r}")
+                pts.append(
+                    ConditionalPathPoint(
+                        _resolve_body(model, p.body, wp),
+                        _finite(p.location, f"{wp} location"),
+                        _resolve_coordinate(model, p.coordinate, wp),
+                        r,
+                        p.name,
+                    )
+                )
+            elif isinstance(p, MovingPathPoint):
+                kn = _finite(p.knots, f"{wp} knots")
+                va = _finite(p.values, f"{wp} values")
+                if kn.ndim != 2 or kn.shape[0] != 3 or kn.shape != va.shape or kn.shape[1] < 2:
+                    raise ModelError(
+                        f"{wp}: knots and values must both be (3, K>=2), got "
+                        f"{kn.shape} and {va.shape}"
+                    )
+                if np.any(np.diff(kn, axis=1) <= 0):
+                    raise ModelError(f"{wp}: spline knots must be strictly increasing")
+                if len(p.coordinates) != 3:
+                    raise ModelError(f"{wp}: give one coordinate per axis (3), got {p.coordinates}")
+                pts.append(
+                    MovingPathPoint(
+                        _resolve_body(model, p.body, wp),
+                        tuple(_resolve_coordinate(model, c, wp) for c in p.coordinates),
+                        kn,
+                        va,
+                        p.name,
+                    )
+                )
+            else:
+                raise ModelError(f"{wp}: unsupported path element {type(p).__name__}")
+        wraps, segs = [], set()
+        for j, pw in enumerate(mus.wraps):
+            wo = pw.wrap
+            ww = f"{w}, wrap {j} {getattr(wo, 'name', '')!r}"
+            if not isinstance(pw, PathWrap) or not isinstance(wo, _WrapObject):
+                raise ModelError(f"{ww}: expected PathWrap(wrap_object, segment)")
+            sgm = int(pw.segment)
+            if not 0 <= sgm < len(pts) - 1:
+                raise ModelError(f"{ww}: segment {sgm} is not between two of the {len(pts)} points")
+            if sgm in segs:
+                raise ModelError(f"{ww}: segment {sgm} already has a wrap object (one per segment)")
+            segs.add(sgm)
+            for k in (sgm, sgm + 1):
+                if isinstance(pts[k], ConditionalPathPoint):
+                    raise ModelError(f"{ww}: point {k} next to a wrap cannot be conditional")
+            if wo.quadrant not in _QUADRANTS:
+                raise ModelError(f"{ww}: unknown quadrant {wo.quadrant!r}; use {list(_QUADRANTS)}")
+            Rw = _finite(wo.rotation, f"{ww} rotation")
+            if Rw.shape != (3, 3) or np.abs(Rw.T @ Rw - np.eye(3)).max() > 1e-9:
+                raise ModelError(f"{ww}: rotation must be a 3x3 orthonormal matrix")
+            _finite(wo.translation, f"{ww} translation")
+            size = np.asarray(getattr(wo, "dimensions", getattr(wo, "radius", 1.0)), dtype=float)
+            if not np.all(np.isfinite(size)) or np.any(size <= 0):
+                raise ModelError(f"{ww}: sizes must be positive and finite, got {size}")
+            if isinstance(wo, WrapCylinder) and not float(wo.length) > 0:
+                raise ModelError(f"{ww}: cylinder length must be positive, got {float(wo.length)}")
+            body = _resolve_body(model, wo.body, ww)
+            wraps.append(PathWrap(_with_body(wo, body), sgm))
+        wraps.sort(key=lambda pw: pw.segment)
+        out.append(Muscle(mus.name, tuple(pts), tuple(wraps), mus.params))
+    return eqx.tree_at(lambda m: m.muscles, model, MuscleSet(out), is_leaf=lambda x: x is None)
+
+
+def _with_body(wo, body):
+    if isinstance(wo, WrapCylinder):
+        return WrapCylinder(
+            body, wo.translation, wo.rotation, wo.radius, wo.length, wo.quadrant, wo.name
+        )
+    if isinstance(wo, WrapEllipsoid):
+        return WrapEllipsoid(body, wo.translation, wo.rotation, wo.dimensions, wo.quadrant, wo.name)
+    if isinstance(wo, WrapSphere):
+        return WrapSphere(body, wo.translation, wo.rotation, wo.radius, wo.quadrant, wo.name)
+    raise ModelError(f"unsupported wrap object {type(wo).__name__}")
+
+
+# ----------------------------------------------------------------------------- wrapping geometry
+def _safe_norm(v, axis=-1):
+    sq = jnp.sum(v * v, axis=axis)
+    ok = sq > 0
+    return jnp.where(ok, jnp.sqrt(jnp.where(ok, sq, 1.0)), 0.0)
+
+
+def _safe_acos_inv(d):
+    """acos(1/d) for d > 1, finite (and with finite gradients) elsewhere."""
+    dd = jnp.where(d > 1.0, d, 2.0)
+    return jnp.where(d > 1.0, jnp.arccos(1.0 / dd), 0.0)
+
+
+def _segment_hits(p, s, radius):
+    """Does the segment p→s pass within ``radius`` of the origin, strictly inside (0, 1)?"""
+    d = s - p
+    dd = jnp.sum(d * d)
+    t = -jnp.dot(p, d) / jnp.where(dd > 0, dd, 1.0)
+    near = p + t * d
+    return (t > 0) & (t < 1) & (jnp.sum(near * near) < radius**2), near
+
+
+def _side_of(sign_axis, point):
+    return jnp.where(point >= 0, 1.0, -1.0) == sign_axis
+
+
+def _wrap_cylinder(p, s, r, length, quadrant):
+    """Geodesic wrap of p→s (wrap frame) over the cylinder x² + y² = r² along z.
+
+    Returns (active, T1 (3,), T2 (3,), curve length between T1 and T2).
+    """
+    p2, s2 = p[:2], s[:2]
+    hit, near = _segment_hits(p2, s2, r)
+    dp, ds = _safe_norm(p2), _safe_norm(s2)
+    outside = (dp > r) & (ds > r)
+    ap, as_ = _safe_acos_inv(dp / r), _safe_acos_inv(ds / r)
+    thp, ths = jnp.arctan2(p2[1], p2[0]), jnp.arctan2(s2[1], s2[0])
+    cross = p2[0] * s2[1] - p2[1] * s2[0]
+    sigma0 = jnp.where(cross >= 0, 1.0, -1.0)
+
+    def arc(sigma):
+        th1 = thp + sigma * ap
+        th2 = ths - sigma * as_
+        phi = jnp.mod(sigma * (th2 - th1), 2 * jnp.pi)
+        return th1, phi
+
+    if quadrant is None:
+        sigma = sigma0
+        active = hit
+    else:
+        ax, sg = quadrant
+        th1, phi = arc(sigma0)
+        mid = th1 + sigma0 * phi / 2
+        mid_xy = jnp.stack([jnp.cos(mid), jnp.sin(mid), 0.0])
+        sigma = jnp.where(_side_of(sg, mid_xy[ax]) if ax < 2 else True, sigma0, -sigma0)
+        if ax < 2:
+            sp, ss = _side_of(sg, p[ax]), _side_of(sg, s[ax])
+            opposite = sp != ss
+            near_wrong = ~_side_of(sg, near[ax])
+            active = (sp | ss) & (hit | (opposite & near_wrong))
+        else:
+            active = hit
+    th1, phi = arc(sigma)
+    th2 = th1 + sigma * phi
+    t1 = r * jnp.stack([jnp.cos(th1), jnp.sin(th1)])
+    t2 = r * jnp.stack([jnp.cos(th2), jnp.sin(th2)])
+    a = _safe_norm(p2 - t1)
+    b = _safe_norm(t2 - s2)
+    D = a + r * phi + b
+    Dsafe = jnp.where(D > 0, D, 1.0)
+    dz = s[2] - p[2]
+    z1 = p[2] + dz * a / Dsafe
+    z2 = p[2] + dz * (a + r * phi) / Dsafe
+    curve = r * phi * jnp.sqrt(1.0 + (dz / Dsafe) ** 2)
+    T1 = jnp.concatenate([t1, z1[None]])
+    T2 = jnp.concatenate([t2, z2[None]])
+    active = active & outside
+    half = 0.5 * length
+    beyond = (jnp.abs(z1) > half) & (jnp.abs(z2) > half)
+    active = active & ~beyond
+    return active, T1, T2, curve
+
+
+def _wrap_ellipsoid(p, s, dims, quadrant):
+    """Wrap of p→s over the ellipsoid Σ (x_a/dims_a)² = 1 in the plane through p, s and the centre.
+
+    Exact great-circle geodesic when all ``dims`` are equal (a sphere). Returns
+    (active, T1, T2, curve length).
+    """
+    ps, ss = p / dims, s / dims
+    hit, _ = _segment_hits(ps, ss, 1.0)
+    dp, ds = _safe_norm(ps), _safe_norm(ss)
+    outside = (dp > 1.0) & (ds > 1.0)
+    e1 = ps / jnp.where(dp > 0, dp, 1.0)
+    n = jnp.cross(ps, ss)
+    nn = _safe_norm(n)
+    n = n / jnp.where(nn > 0, nn, 1.0)
+    e2 = jnp.cross(n, e1)
+    ths = jnp.arctan2(jnp.dot(ss, e2), jnp.dot(ss, e1))  # in [0, π] by the choice of n
+    ap, as_ = _safe_acos_inv(dp), _safe_acos_inv(ds)
+
+    def arc(sigma):
+        th1 = sigma * ap
+        th2 = ths - sigma * as_
+        phi = jnp.mod(sigma * (th2 - th1), 2 * jnp.pi)
+        return th1, phi
+
+    sigma = jnp.asarray(1.0)
+    if quadrant is not None:
+        ax, sg = quadrant
+        th1, phi = arc(sigma)
+        mid = th1 + phi / 2
+        mid_dir = jnp.cos(mid) * e1 + jnp.sin(mid) * e2
+        sigma = jnp.where(_side_of(sg, mid_dir[ax]), 1.0, -1.0)
+    th1, phi = arc(sigma)
+    u1 = jnp.cos(th1) * e1 + jnp.sin(th1) * e2
+    th2 = th1 + sigma * phi
+    u2 = jnp.cos(th2) * e1 + jnp.sin(th2) * e2
+    # curve length ∫ |dims ⊙ du/dθ| dθ over the arc, Gauss–Legendre
+    th = th1 + sigma * phi * 0.5 * (jnp.asarray(_GL_X) + 1.0)
+    tang = -jnp.sin(th)[:, None] * e1 + jnp.cos(th)[:, None] * e2
+    speed = _safe_norm(tang * dims)
+    curve = 0.5 * phi * jnp.dot(jnp.asarray(_GL_W), speed)
+    return hit & outside, u1 * dims, u2 * dims, curve
+
+
+# ----------------------------------------------------------------------------- path evaluation
+def _homog(A, x):
+    return A[:3, :3] @ x + A[:3, 3]
+
+
+class _PathEval:
+    """Candidate points of one muscle's path at q (origin ... insertion, wrap pairs inserted).
+
+    ``lever`` is the body-frame point at which each candidate's force acts (its location, except
+    for the tangent-point slots of a planar-section ellipsoid wrap, which carry the wrap body's
+    share of the force at the segment's endpoints P and S). ``skip`` marks straight segments whose
+    line of action is replaced by ``extra_f`` (ground-frame forces per slot, for unit tension).
+    """
+
+    def __init__(
+        self,
+        bodies,
+        local,
+        dlocal,
+        active,
+        arc_start,
+        arc_len,
+        ground,
+        lever,
+        skip,
+        extra_f,
+        moving,
+    ):
+        self.bodies = bodies  # static numpy (n,)
+        self.local, self.dlocal, self.active = local, dlocal, active
+        self.arc_start = arc_start  # static numpy bool (n,): point k starts a wrap curve
+        self.arc_len = arc_len  # (n,) curve length after point k (0 unless arc_start)
+        self.ground = ground  # (n, 3)
+        self.lever, self.skip, self.extra_f = lever, skip, extra_f
+        self.moving = moving  # static numpy bool (n,): location moves in its body
+
+
+def _eval_path(mus: Muscle, A_ext, q, nq, forces: bool = False) -> _PathEval:
+    """A_ext: (nb+1, 4, 4) body poses with the ground (identity) appended at index nb (= -1)."""
+    npt = len(mus.points)
+    wraps = {pw.segment: pw.wrap for pw in mus.wraps}
+    bodies, local, dlocal, active, arc_start, arc_len, ground = [], [], [], [], [], [], []
+    lever, skip, extra, moving = [], [], [], []
+    pending = {}  # point index -> extra force on it from a preceding ellipsoid wrap
+    evals = [p.evaluate(q, nq) for p in mus.points]
+    pts_ground = [_homog(A_ext[p.body], e[0]) for p, e in zip(mus.points, evals, strict=True)]
+    for k, p in enumerate(mus.points):
+        loc, dloc, act = evals[k]
+        bodies.append(p.body)
+        local.append(loc)
+        dlocal.append(dloc)
+        active.append(act)
+        arc_start.append(False)
+        arc_len.append(jnp.zeros((), loc.dtype))
+        ground.append(pts_ground[k])
+        lever.append(loc)
+        skip.append(False)
+        extra.append(pending.pop(k, None))
+        moving.append(isinstance(p, MovingPathPoint))
+        if k in wraps and k < npt - 1:
+            wo = wraps[k]
+            Aw = A_ext[wo.body]
+            # ground -> wrap frame: x_w = Rwᵀ (Rbᵀ (x - p_b) - t_w)
+            Rb, pb = Aw[:3, :3], Aw[:3, 3]
+
+            def to_wrap(x, Rb=Rb, pb=pb, wo=wo):
+                return wo.rotation.T @ (Rb.T @ (x - pb) - wo.translation)
+
+            P, S = pts_ground[k], pts_ground[k + 1]
+            Pw, Sw = to_wrap(P), to_wrap(S)
+            on, T1, T2, curve = wo.wrap(Pw, Sw)
+            mid_b = Rb.T @ (0.5 * (P + S) - pb)
+            T1b = jnp.where(on, wo.translation + wo.rotation @ T1, mid_b)
+            T2b = jnp.where(on, wo.translation + wo.rotation @ T2, mid_b)
+            planar = isinstance(wo, WrapEllipsoid) and forces
+            if planar:
+                # The planar-section curve is not a geodesic, so the tangent lines are not the
+                # lines of action: use the gradient of the wrapped length with respect to the
+                # endpoints (a local derivative of this element, like a spline's slope).
+                def wrapped_len(a, b, wo=wo):
+                    on_, t1, t2, c = wo.wrap(a, b)
+                    return jnp.where(
+                        on_, _safe_norm(t1 - a) + c + _safe_norm(b - t2), _safe_norm(b - a)
+                    )
+
+                gP, gS = jax.grad(wrapped_len, argnums=(0, 1))(Pw, Sw)
+                to_ground = Rb @ wo.rotation
+                gP, gS = to_ground @ gP, to_ground @ gS
+                skip[-1] = True  # the straight segment P -> T1
+                extra[-1] = -gP
+            for Tb, starts in ((T1b, True), (T2b, False)):
+                bodies.append(wo.body)
+                local.append(Tb)
+                dlocal.append(jnp.zeros((3, nq), Tb.dtype))
+                moving.append(False)
+                active.append(jnp.asarray(True))
+                arc_start.append(starts)
+                arc_len.append(jnp.where(on & starts, curve, 0.0))
+                ground.append(_homog(Aw, Tb))
+                if planar:
+                    lever.append(Rb.T @ ((P if starts else S) - pb))
+                    skip.append(not starts)  # T2 -> S
+                    extra.append(gP if starts else gS)
+                else:
+                    lever.append(Tb)
+                    skip.append(False)
+                    extra.append(None)
+            if planar:
+                pending[k + 1] = -gS
+    zero = jnp.zeros(3, dtype=pts_ground[0].dtype)
+    extra_f = jnp.stack([zero if e is None else e for e in extra])
+    return _PathEval(
+        np.asarray(bodies, dtype=int),
+        jnp.stack(local),
+        jnp.stack(dlocal),
+        jnp.stack(active),
+        np.asarray(arc_start, dtype=bool),
+        jnp.stack(arc_len),
+        jnp.stack(ground),
+        jnp.stack(lever),
+        np.asarray(skip, dtype=bool),
+        extra_f,
+        np.asarray(moving, dtype=bool),
+    )
+
+
+def _next_active(active):
+    """``nxt[k]`` = index of the first active point after k (n when none)."""
+    n = active.shape[0]
+    idx = jnp.where(active, jnp.arange(n), n)
+    shifted = jnp.concatenate([idx[1:], jnp.array([n])])
+    return jax.lax.cummin(shifted, reverse=True)
+
+
+def _segments(pe: _PathEval):
+    """Straight segments k → nxt[k]: (nxt, valid mask, vector, length)."""
+    n = pe.active.shape[0]
+    nxt = _next_active(pe.active)
+    valid = pe.active & (nxt < n) & ~jnp.asarray(pe.arc_start)
+    nx = jnp.minimum(nxt, n - 1)
+    vec = pe.ground[nx] - pe.ground
+    ln = jnp.where(valid, _safe_norm(vec), 0.0)
+    return nx, valid, vec, ln
+
+
+def _poses_ext(model: Model, A):
+    eye = jnp.eye(4, dtype=A.dtype)[None]
+    return jnp.concatenate([A, eye], axis=0)
+
+
+def _muscle_set(model: Model) -> MuscleSet:
+    if model.muscles is None or not isinstance(model.muscles, MuscleSet):
+        raise ModelError(f"model {model.name!r} has no muscles; attach them with with_muscles()")
+    return model.muscles
+
+
+def muscle_lengths(model: Model, q: Float[Array, " nq"]) -> Float[Array, " nm"]:
+    """Musculotendon path lengths L(q) (m), shape (nm,)."""
+    ms = _muscle_set(model)
+    k = kinematics(model, q, second_order=False)
+    A_ext = _poses_ext(model, k.A)
+    out = []
+    for mus in ms.muscles:
+        pe = _eval_path(mus, A_ext, q, model.nq)
+        _, _, _, ln = _segments(pe)
+        out.append(jnp.sum(ln) + jnp.sum(pe.arc_len))
+    return jnp.stack(out)
+
+
+def path_geometry(model: Model, q, muscle: int | str):
+    """Ground positions (n, 3), body indices (n,) and active mask (n,) of one muscle's path points
+    (wrap tangent points included; an inactive wrap shows both at the segment midpoint)."""
+    ms = _muscle_set(model)
+    i = ms.names.index(muscle) if isinstance(muscle, str) else int(muscle)
+    k = kinematics(model, q, second_order=False)
+    pe = _eval_path(ms.muscles[i], _poses_ext(model, k.A), q, model.nq)
+    return pe.ground, pe.bodies, pe.active
+
+
+# ----------------------------------------------------------------------------- moment arms
+def moment_arm_terms(model: Model, kin):
+    """γ_i (Eq. 176), shape (nb, nq, 3), and β_i (Eq. 179), shape (nb, nb, 3), in body-i axes.
+
+    ``γ_i[l]`` is ∂(origin of body i)/∂q_l in body-i axes; ``β_i[j]`` is joint j's rotation axis in
+    body-i axes for j ∈ Anc(i) ∪ {i} (zero otherwise), so that the body's virtual rotation is
+    ``β_iᵀ ϑ J δq``.
+    """
+    A = kin.A
+    nb = model.nb
+    Rm, p = A[:, :3, :3], A[:, :3, 3]
+    par = np.where(np.asarray(model.parent) < 0, nb, model.parent)
+    R_par = jnp.concatenate([Rm, jnp.eye(3, dtype=A.dtype)[None]], axis=0)[par]
+    omega = jnp.einsum("jab,jb->ja", R_par, model.axis_theta)  # pr(j)A V_θj in ground axes
+    slide = jnp.einsum("jab,jb->ja", R_par, model.axis_d)  # pr(j)A V_dj in ground axes
+    rev = jnp.asarray(model.is_revolute)
+    anc = jnp.asarray(model.ancestors, dtype=A.dtype)
+    lever = p[:, None, :] - p[None, :, :]  # (i, j, 3): p_i - p_j
+    u = jnp.where(rev[None, :, None], jnp.cross(omega[None, :, :], lever), slide[None, :, :])
+    u_i = jnp.einsum("iba,ijb->ija", Rm, u)  # in body-i axes
+    gamma = jnp.einsum("ij,jl,ija->ila", anc, kin.J, u_i)
+    beta = anc[:, :, None] * jnp.einsum("iba,jb->ija", Rm, omega)
+    return gamma, beta
+
+
+def _gmlav(model: Model, q, kin):
+    """Per muscle and candidate point: body, body-axes force direction F and moment r × F, and the
+    moving-point term. Returns E (nb, nm, 3), Ê (nb, nm, 3), R_moving (nq, nm)."""
+    ms = _muscle_set(model)
+    nb, nq = model.nb, model.nq
+    A_ext = _poses_ext(model, kin.A)
+    E = jnp.zeros((nb + 1, len(ms.muscles), 3), kin.A.dtype)
+    Eh = jnp.zeros_like(E)
+    R_mov = []
+    for m, mus in enumerate(ms.muscles):
+        pe = _eval_path(mus, A_ext, q, nq, forces=True)
+        nx, valid, vec, ln = _segments(pe)
+        bodies = jnp.asarray(pe.bodies)
+        # GMLAV: only segments that cross from one body to another carry a line of action (or
+        # that end at a moving point, whose motion in its body does work)
+        moving = jnp.asarray(pe.moving)
+        use = valid & ((bodies != bodies[nx]) | moving | moving[nx]) & ~jnp.asarray(pe.skip)
+        e = jnp.where(use[:, None], vec / jnp.where(use, ln, 1.0)[:, None], 0.0)
+        f = e.at[nx].add(-e) + pe.extra_f  # ground-frame direction sum at each candidate point
+        Rb = A_ext[jnp.asarray(np.where(pe.bodies < 0, nb, pe.bodies)), :3, :3]
+        F = jnp.einsum("kba,kb->ka", Rb, f)  # body axes
+        Mo = jnp.cross(pe.lever, F)
+        slot = np.where(pe.bodies < 0, nb, pe.bodies)
+        E = E.at[slot, m].add(F)
+        Eh = Eh.at[slot, m].add(Mo)
+        R_mov.append(jnp.einsum("kal,ka->l", pe.dlocal, F))
+    return E[:nb], Eh[:nb], jnp.stack(R_mov, axis=1)
+
+
+def moment_arms(
+    model: Model, q: Float[Array, " nq"], method: str = "dense"
+) -> Float[Array, "nq nm"]:
+    """The moment-arm matrix R(q) (m or m/m per coordinate unit), shape (nq, nm), closed form.
+
+    ``method="dense"``: Eq. 193, ``R = Σ_i γ_i E_iᵀ + Jᵀ ϑ β_i Ê_iᵀ`` over all bodies.
+    ``method="sparse"``: Eq. 195, column k summed over the bodies of its attachment sequence Γ_k.
+    Both add the moving-path-point term. ``R = −∂L/∂q``; ``R F`` is the generalized muscle force.
+    """
+    ms = _muscle_set(model)
+    kin = kinematics(model, q, second_order=False)
+    gamma, beta = moment_arm_terms(model, kin)
+    E, Eh, R_mov = _gmlav(model, q, kin)
+    rev = jnp.asarray(model.is_revolute, dtype=kin.J.dtype)
+    if method == "dense":
+        R = jnp.einsum("ila,ima->lm", gamma, E) + jnp.einsum(
+            "jl,j,ija,ima->lm", kin.J, rev, beta, Eh
+        )
+    elif method == "sparse":
+        cols = []
+        for m, mus in enumerate(ms.muscles):
+            gamma_seq = sorted(
+                ({p.body for p in mus.points} | {pw.wrap.body for pw in mus.wraps}) - {-1}
+            )
+            col = jnp.zeros(model.nq, kin.J.dtype)
+            for i in gamma_seq:
+                if i < 0:
+                    continue
+                col = col + gamma[i] @ E[i, m] + kin.J.T @ (rev * (beta[i] @ Eh[i, m]))
+            cols.append(col)
+        R = jnp.stack(cols, axis=1)
+    else:
+        raise ValueError(f"moment_arms: unknown method {method!r}; use 'dense' or 'sparse'")
+    return R + R_mov
+
+
+def muscle_velocities(model: Model, q, qd) -> Float[Array, " nm"]:
+    """Musculotendon lengthening velocities dL/dt = −R(q)ᵀ q̇ (m/s), shape (nm,)."""
+    return -moment_arms(model, q).T @ qd

@@ -1,0 +1,270 @@
+"""Musculotendon paths and the closed-form moment-arm matrix (seed Eqs. 149–195).
+
+Referee: R = −∂L/∂q by autodiff of the path length through the joint map, on random trees, random
+couplings and random paths; tolerance 1e-10 relative to max(1, |R|).
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.interpolate
+from hypothesis import given
+from hypothesis import strategies as st
+from strategies import random_bodies, random_coupling, random_models
+
+import jaxmb as mb
+from jaxmb import muscles as mu
+from jaxmb.kinematics import body_transforms, kinematics
+from jaxmb.model import ModelError
+
+TOL = 1e-10
+
+
+def _rel_err(a, b):
+    return float(jnp.max(jnp.abs(a - b)) / max(1.0, float(jnp.max(jnp.abs(b)))))
+
+
+def _random_path(rng, model, n_points, conditional=True, moving=True):
+    pts = []
+    for k in range(n_points):
+        body = int(rng.integers(-1, model.nb))
+        loc = rng.uniform(-0.3, 0.3, 3)
+        kind = rng.uniform()
+        interior = 0 < k < n_points - 1
+        if conditional and interior and kind < 0.25:
+            c = int(rng.integers(0, model.nq))
+            lo = rng.uniform(-3, 0)
+            pts.append(mu.ConditionalPathPoint(body, loc, c, (lo, lo + rng.uniform(0.5, 4))))
+        elif moving and kind > 0.7 and body >= 0:
+            coords = tuple(int(c) for c in rng.integers(0, model.nq, 3))
+            K = int(rng.integers(2, 6))
+            knots = np.sort(rng.uniform(-2, 2, (3, K)), axis=1) + np.arange(K) * 0.1
+            pts.append(mu.MovingPathPoint(body, coords, knots, rng.normal(size=(3, K)) * 0.1))
+        else:
+            pts.append(mu.PathPoint(body, loc))
+    return tuple(pts)
+
+
+@st.composite
+def models_with_paths(draw, conditional=True, moving=True):
+    model = draw(random_models(max_bodies=8, max_nq=4))
+    seed = draw(st.integers(0, 2**31 - 1))
+    rng = np.random.default_rng(seed)
+    nm = int(rng.integers(1, 4))
+    muscles = [
+        mu.Muscle(f"m{k}", _random_path(rng, model, int(rng.integers(2, 7)), conditional, moving))
+        for k in range(nm)
+    ]
+    q = jnp.asarray(rng.normal(size=model.nq))
+    return mu.with_muscles(model, muscles), q
+
+
+@given(models_with_paths())
+def test_moment_arms_equal_minus_dL_dq(mq):
+    model, q = mq
+    R = mu.moment_arms(model, q)
+    R_ad = -jax.jacfwd(lambda x: mu.muscle_lengths(model, x))(q).T
+    assert R.shape == (model.nq, len(model.muscle_names))
+    assert _rel_err(R, R_ad) < TOL
+    assert _rel_err(mu.moment_arms(model, q, method="sparse"), R) < 1e-13
+
+
+@given(models_with_paths())
+def test_lengthening_velocity_is_dL_dt(mq):
+    model, q = mq
+    qd = jnp.asarray(np.random.default_rng(1).normal(size=model.nq))
+    v = mu.muscle_velocities(model, q, qd)
+    v_ad = jax.jvp(lambda x: mu.muscle_lengths(model, x), (q,), (qd,))[1]
+    assert _rel_err(v, v_ad) < TOL
+
+
+def test_length_of_fixed_path_is_sum_of_segments():
+    rng = np.random.default_rng(3)
+    model = mb.build_model(random_bodies(rng, 4), random_coupling(rng, 2, 4))
+    pts = [mu.PathPoint(b, rng.uniform(-0.3, 0.3, 3)) for b in (-1, 1, 1, 3)]
+    model = mu.with_muscles(model, [mu.Muscle("m", tuple(pts))])
+    q = jnp.asarray([0.3, -0.7])
+    A = body_transforms(model, q)
+    g = [
+        p.location if p.body < 0 else A[p.body, :3, :3] @ p.location + A[p.body, :3, 3] for p in pts
+    ]
+    expected = sum(float(jnp.linalg.norm(g[k + 1] - g[k])) for k in range(3))
+    assert abs(float(mu.muscle_lengths(model, q)[0]) - expected) < 1e-15
+
+
+def test_gamma_beta_match_closed_form_kinematics():
+    """γ_i (Eq. 176) is ∂(origin i)/∂q in body axes, β_iᵀϑJ the body's angular Jacobian."""
+    rng = np.random.default_rng(7)
+    model = mb.build_model(random_bodies(rng, 7), random_coupling(rng, 3, 7))
+    q = jnp.asarray(rng.normal(size=3))
+    kin = kinematics(model, q, second_order=False)
+    gamma, beta = mu.moment_arm_terms(model, kin)
+    Rm = kin.A[:, :3, :3]
+    g_ref = jnp.einsum("iba,ibl->ila", Rm, kin.dA[:, :3, 3, :])
+    assert _rel_err(gamma, g_ref) < 1e-13
+    w = jnp.stack([kin.Z[:, 2, 1], kin.Z[:, 0, 2], kin.Z[:, 1, 0]], axis=1)  # (nb, 3, nq) ground
+    w_body = jnp.einsum("iba,ibl->ial", Rm, w)
+    rev = jnp.asarray(model.is_revolute, float)
+    w_beta = jnp.einsum("ija,j,jl->ial", beta, rev, kin.J)
+    assert _rel_err(w_beta, w_body) < 1e-13
+
+
+def test_moving_point_spline_matches_scipy():
+    rng = np.random.default_rng(0)
+    x = np.sort(rng.uniform(-2, 2, 6))
+    y = rng.normal(size=6)
+    cs = scipy.interpolate.CubicSpline(x, y, bc_type="natural")
+    for xe in np.linspace(x[0], x[-1], 17):
+        v, d = mu.natural_cubic_spline(jnp.asarray(x), jnp.asarray(y), jnp.asarray(xe))
+        assert abs(float(v) - cs(xe)) < 1e-12
+        assert abs(float(d) - cs(xe, 1)) < 1e-11
+
+
+def test_conditional_point_switches_discontinuously():
+    rng = np.random.default_rng(2)
+    model = mb.build_model(random_bodies(rng, 3, chain=True))
+    via = mu.ConditionalPathPoint(1, (0.4, 0.4, 0.4), 2, (0.0, 1.0))
+    m = mu.Muscle("m", (mu.PathPoint(-1, (0.1, 0, 0)), via, mu.PathPoint(2, (0, 0.2, 0))))
+    model = mu.with_muscles(model, [m])
+    f = lambda c: float(mu.muscle_lengths(model, jnp.asarray([0.2, 0.3, c]))[0])
+    # inside the closed range the via point is on the path, just outside it is not
+    assert f(1.0) != pytest.approx(f(1.0 + 1e-9), abs=1e-6)
+    assert f(0.5) > 0
+    # one-sided moment arm on each side equals −∂L/∂q there
+    for c in (1.0, 1.0 + 1e-9, 0.0, -1e-9):
+        q = jnp.asarray([0.2, 0.3, c])
+        R = mu.moment_arms(model, q)
+        R_ad = -jax.jacfwd(lambda x: mu.muscle_lengths(model, x))(q).T
+        assert _rel_err(R, R_ad) < TOL
+
+
+# ----------------------------------------------------------------------------- wrapping
+def _wrap_case(seed, kind, quadrant="all"):
+    """A random tree and a path ground → body 4 whose straight line crosses a wrap object that
+    rides on body 2 (so every body moves the path)."""
+    rng = np.random.default_rng(seed)
+    model = mb.build_model(random_bodies(rng, 5), random_coupling(rng, 3, 5))
+    q = jnp.asarray(rng.normal(size=3))
+    A = body_transforms(model, q)
+    p0, p1 = rng.uniform(-0.3, 0.3, 3), rng.uniform(-0.3, 0.3, 3)
+    P = jnp.asarray(p0)
+    S = A[4, :3, :3] @ p1 + A[4, :3, 3]
+    c = 0.5 * (P + S) + rng.normal(size=3) * 0.01
+    Q, _ = np.linalg.qr(rng.normal(size=(3, 3)))
+    Q = Q * np.sign(np.linalg.det(Q))
+    tr = np.asarray(A[2, :3, :3].T @ (c - A[2, :3, 3]))
+    size = 0.2 * float(jnp.linalg.norm(S - P))
+    if kind == "cylinder":
+        w = mu.WrapCylinder(2, tr, Q, size, quadrant=quadrant)
+    elif kind == "sphere":
+        w = mu.WrapSphere(2, tr, Q, size, quadrant=quadrant)
+    else:
+        w = mu.WrapEllipsoid(2, tr, Q, size * rng.uniform(0.5, 1.5, 3), quadrant=quadrant)
+    path = (mu.PathPoint(-1, p0), mu.PathPoint(4, p1))
+    model = mu.with_muscles(model, [mu.Muscle("m", path, (mu.PathWrap(w, 0),))])
+    return model, q, float(jnp.linalg.norm(S - P))
+
+
+@pytest.mark.parametrize("kind", ["cylinder", "sphere", "ellipsoid"])
+@pytest.mark.parametrize("quadrant", ["all", "x", "-y"])
+@given(seed=st.integers(0, 2**31 - 1))
+def test_wrapped_moment_arms_equal_minus_dL_dq(kind, quadrant, seed):
+    model, q, straight = _wrap_case(seed, kind, quadrant)
+    L = mu.muscle_lengths(model, q)
+    assert float(L[0]) >= straight - 1e-12  # a wrap only lengthens the path
+    R = mu.moment_arms(model, q)
+    R_ad = -jax.jacfwd(lambda x: mu.muscle_lengths(model, x))(q).T
+    assert _rel_err(R, R_ad) < TOL
+    # and at nearby poses (wrap on or off)
+    for dq in (0.05, -0.1):
+        q2 = q + dq
+        R2 = mu.moment_arms(model, q2)
+        R2_ad = -jax.jacfwd(lambda x: mu.muscle_lengths(model, x))(q2).T
+        assert _rel_err(R2, R2_ad) < TOL
+
+
+def test_cylinder_wrap_is_the_unrolled_geodesic():
+    """Against an independent construction: the shortest path around a cylinder by brute-force
+    minimisation over the two tangent points' angle/height (scipy)."""
+    import scipy.optimize
+
+    p = np.array([0.5, 0.1, -0.2])
+    s = np.array([-0.4, -0.2, 0.3])
+    r = 0.1
+    on, T1, T2, curve = mu._wrap_cylinder(jnp.asarray(p), jnp.asarray(s), r, jnp.inf, None)
+    L = np.linalg.norm(np.asarray(T1) - p) + float(curve) + np.linalg.norm(s - np.asarray(T2))
+
+    def length(x):
+        a1, z1, a2, z2 = x
+        t1 = np.array([r * np.cos(a1), r * np.sin(a1), z1])
+        t2 = np.array([r * np.cos(a2), r * np.sin(a2), z2])
+        dphi = (a2 - a1) % (2 * np.pi)
+        dphi = min(dphi, 2 * np.pi - dphi)
+        return np.linalg.norm(t1 - p) + np.hypot(r * dphi, z2 - z1) + np.linalg.norm(s - t2)
+
+    th1 = np.arctan2(float(T1[1]), float(T1[0]))
+    th2 = np.arctan2(float(T2[1]), float(T2[0]))
+    res = scipy.optimize.minimize(
+        length,
+        [th1 + 0.1, 0.0, th2 - 0.1, 0.0],
+        method="Nelder-Mead",
+        options={"xatol": 1e-12, "fatol": 1e-14, "maxiter": 20000},
+    )
+    assert bool(on)
+    assert abs(L - res.fun) < 1e-9
+    assert L <= res.fun + 1e-12
+
+
+def test_no_wrap_when_line_misses():
+    p = jnp.asarray([1.0, 1.0, 0.0])
+    s = jnp.asarray([-1.0, 1.0, 0.3])
+    on, *_ = mu._wrap_cylinder(p, s, 0.5, jnp.inf, None)
+    assert not bool(on)
+    on, *_ = mu._wrap_ellipsoid(p, s, jnp.asarray([0.5, 0.5, 0.5]), None)
+    assert not bool(on)
+
+
+# ----------------------------------------------------------------------------- API
+def test_vmap_jit_over_poses():
+    rng = np.random.default_rng(5)
+    model = mb.build_model(random_bodies(rng, 5), random_coupling(rng, 2, 5))
+    model = mu.with_muscles(model, [mu.Muscle("m", _random_path(rng, model, 4))])
+    qs = jnp.asarray(rng.normal(size=(7, 2)))
+    Rb = jax.jit(jax.vmap(lambda x: mu.moment_arms(model, x)))(qs)
+    for k in range(7):
+        assert _rel_err(Rb[k], mu.moment_arms(model, qs[k])) < 1e-14
+    assert model.muscle_names == ("m",)
+
+
+def test_bad_paths_raise_naming_the_muscle():
+    rng = np.random.default_rng(1)
+    model = mb.build_model(random_bodies(rng, 3, chain=True))
+    P = mu.PathPoint
+    with pytest.raises(ModelError, match="'bad'.*two points"):
+        mu.with_muscles(model, [mu.Muscle("bad", (P(0, (0, 0, 0)),))])
+    with pytest.raises(ModelError, match="'bad'.*unknown body 'femur'"):
+        mu.with_muscles(model, [mu.Muscle("bad", (P(0, (0, 0, 0)), P("femur", (0, 0, 0))))])
+    with pytest.raises(ModelError, match="'bad'.*cannot be conditional"):
+        cp = mu.ConditionalPathPoint(0, (0, 0, 0), 0, (0, 1))
+        mu.with_muscles(model, [mu.Muscle("bad", (cp, P(1, (0, 0, 0))))])
+    with pytest.raises(ModelError, match="'bad'.*unknown coordinate 'knee'"):
+        cp = mu.ConditionalPathPoint(0, (0, 0, 0), "knee", (0, 1))
+        mu.with_muscles(model, [mu.Muscle("bad", (P(0, (0, 0, 0)), cp, P(1, (0, 0, 0))))])
+    with pytest.raises(ModelError, match="'bad'.*non-finite"):
+        mu.with_muscles(model, [mu.Muscle("bad", (P(0, (0, np.nan, 0)), P(1, (0, 0, 0))))])
+    with pytest.raises(ModelError, match="'bad'.*positive"):
+        w = mu.WrapCylinder(0, (0, 0, 0), np.eye(3), -0.1)
+        mu.with_muscles(
+            model, [mu.Muscle("bad", (P(0, (0, 0, 0)), P(1, (0, 0, 0))), (mu.PathWrap(w, 0),))]
+        )
+    with pytest.raises(ModelError, match="'bad'.*quadrant"):
+        w = mu.WrapSphere(0, (0, 0, 0), np.eye(3), 0.1, quadrant="up")
+        mu.with_muscles(
+            model, [mu.Muscle("bad", (P(0, (0, 0, 0)), P(1, (0, 0, 0))), (mu.PathWrap(w, 0),))]
+        )
+    with pytest.raises(ModelError, match="'a'.*more than once"):
+        m = mu.Muscle("a", (P(0, (0, 0, 0)), P(1, (0, 0, 0))))
+        mu.with_muscles(model, [m, m])
+    with pytest.raises(ModelError, match="no muscles"):
+        mu.muscle_lengths(model, jnp.zeros(3))
