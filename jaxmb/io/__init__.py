@@ -1,0 +1,19 @@
+"""Reading and writing the files people in this field use: OpenSim models and motion data.
+
+- :func:`load_osim` / :func:`read_osim`: OpenSim ``.osim`` (4.x, 3.0) to a jaxmb model.
+- :mod:`jaxmb.io.motion`: ``.trc`` markers, ``.mot``/``.sto`` storage files, C3D (optional ezc3d).
+- :mod:`jaxmb.io.functions`: OpenSim's function types as JAX-traceable modules.
+"""
+
+from . import functions, osim
+from .osim import OsimImport, OsimImportError, load_osim, osim_muscle_specs, read_osim
+
+__all__ = [
+    "functions",
+    "osim",
+    "load_osim",
+    "read_osim",
+    "osim_muscle_specs",
+    "OsimImport",
+    "OsimImportError",
+]
