@@ -329,14 +329,27 @@ def simulate_sharded(
     and a shared model is replicated; the compiled solve then runs partitioned, each device
     integrating its own slice. A batch that does not divide by the device count is padded with
     copies of its last member and trimmed. Results equal the single-device run.
+
+    Under ``jax.distributed`` (several processes), every process passes its own rows (the same
+    count on each, a multiple of its local device count) and gets the global sharded
+    ``Trajectory``; ``throw`` defaults to False there (check ``traj.successful``).
     """
     mesh = batch_mesh() if mesh is None else mesh
     row = NamedSharding(mesh, P(mesh.axis_names[0]))
     rep = NamedSharding(mesh, P())
     q0, qd0 = jnp.asarray(q0, dtype=float), jnp.asarray(qd0, dtype=float)
     B = q0.shape[0]
-    pad = (-B) % mesh.devices.size
-    put_row = lambda x: jax.device_put(_pad(x, pad), row) if _is_array(x) else x
+    if jax.process_count() > 1:
+        # each process holds its own rows; failures are reported through traj.result instead of
+        # an exception, since no process can read the other processes' rows
+        pad = 0
+        put_row = lambda x: (
+            jax.make_array_from_process_local_data(row, np.asarray(x)) if _is_array(x) else x
+        )
+        options.setdefault("throw", False)
+    else:
+        pad = (-B) % mesh.devices.size
+        put_row = lambda x: jax.device_put(_pad(x, pad), row) if _is_array(x) else x
     put_rep = lambda x: jax.device_put(x, rep) if _is_array(x) else x
     model = jax.tree_util.tree_map(put_row if batched_model else put_rep, model)
     traj = simulate_batch(

@@ -275,7 +275,7 @@ def identify(
     for k, (full, idx) in enumerate(zip(full0, elements, strict=True)):
         if idx is not None:
             try:
-                full[idx]
+                np.asarray(full)[idx]  # numpy raises where jax would clamp
             except IndexError as e:
                 raise ModelError(
                     f"identify: elements[{k}] = {idx!r} is out of range for a leaf of shape "

@@ -1,0 +1,38 @@
+"""Smoke test: benchmarks/throughput.py --quick runs end to end and writes its JSON."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.mark.slow
+def test_throughput_quick(tmp_path):
+    pytest.importorskip("pinocchio")
+    pytest.importorskip("mujoco")
+    cmd = [
+        sys.executable,
+        os.path.join(ROOT, "benchmarks", "throughput.py"),
+        "--quick",
+        "--no-sharded",
+        "--out",
+        str(tmp_path),
+    ]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.loads((tmp_path / "throughput_quick.json").read_text())
+    assert res["quick"] is True
+    rows = [row for row in res["terms"] if "per_state_s" in row]
+    assert rows and all(row["per_state_s"] > 0 for row in rows)
+    assert {row["method"] for row in rows} == {"tree", "closed_form"}
+    # the peers model the same chain: M and the bias terms agree
+    for dM, dn in res["terms_checks"].values():
+        assert dM < 1e-10 and dn < 1e-10
+    dM, db = res["steps"]["mujoco_check_maxabs_M_bias"]
+    assert dM < 1e-10 and db < 1e-10
+    assert res["steps"]["jaxmb_float64"]["max_abs_q_diff_vs_mujoco"] < 1e-8
+    assert "rows" in res["scaling"]
