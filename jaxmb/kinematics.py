@@ -3,7 +3,8 @@
 Notation. ``A[i] = ⁰ᵢA₄`` is the 4×4 pose of body i in the ground frame; ``B_i = A[i]ᵀ``. The joint
 matrix ``Â_j`` (Eqs. 70–71) is the derivative of the joint transform with respect to its own
 variable, expressed in frame j: ``∂ᵖʳ⁽ʲ⁾ⱼA₄/∂f_j = ᵖʳ⁽ʲ⁾ⱼA₄ Â_j``, with
-``Â_j = [[Ṽ_θ, 0], [0, 0]]`` for a revolute and ``Â_j = [[0, ʲₚᵣA V_d], [0, 0]]`` for a prismatic joint.
+``Â_j = [[Ṽ_θ, 0], [0, 0]]`` for a revolute and ``Â_j = [[0, ʲₚᵣA V_d], [0, 0]]`` for a prismatic
+joint.
 (The extracted Eq. 70 prints ``Â_jᵀ`` on the left; autodiff says the matrix above is ``Â_j``.)
 
 The closed form of Eq. 75, ``∂B_i/∂q = Σ_{j ∈ Anc(i)∪{i}} W_jiᵀ ⊗ ∇f_j`` with
@@ -36,7 +37,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from . import matcalc
-from .model import Model
+from .model import Model, ModelError
 
 __all__ = [
     "rotation",
@@ -58,7 +59,9 @@ __all__ = [
 ]
 
 
-def rotation(axis: Float[Array, "... 3"], angle: Float[Array, "..."]) -> Float[Array, "... 3 3"]:
+def rotation(
+    axis: Float[Array, "*batch 3"], angle: Float[Array, " *batch"]
+) -> Float[Array, "*batch 3 3"]:
     """Eq. 39: ``I + Ṽ sin θ + 2 Ṽ² sin²(θ/2)`` (Rodrigues), batched over leading axes."""
     K = matcalc.skew(axis)
     s = jnp.sin(angle)[..., None, None]
@@ -68,9 +71,7 @@ def rotation(axis: Float[Array, "... 3"], angle: Float[Array, "..."]) -> Float[A
 
 def _homogeneous(R, p):
     top = jnp.concatenate([R, p[..., :, None]], axis=-1)
-    bottom = jnp.broadcast_to(
-        jnp.array([0.0, 0.0, 0.0, 1.0], dtype=R.dtype), R.shape[:-2] + (1, 4)
-    )
+    bottom = jnp.broadcast_to(jnp.array([0.0, 0.0, 0.0, 1.0], dtype=R.dtype), R.shape[:-2] + (1, 4))
     return jnp.concatenate([top, bottom], axis=-2)
 
 
@@ -132,7 +133,7 @@ def _inv_homogeneous(A):
 
 
 def joint_twists(model: Model, A: Float[Array, "nb 4 4"]) -> Float[Array, "nb 4 4"]:
-    """Ground-frame twist matrices ``S_j = A[j] Â_j A[j]⁻¹``: ``∂A[i]/∂f_j = S_j A[i]`` for j ⪯ i."""
+    """Ground-frame twist matrices ``S_j = A[j] Â_j A[j]⁻¹``: ``∂A[i]/∂f_j = S_j A[i]``, j ⪯ i."""
     return A @ joint_matrices(model) @ _inv_homogeneous(A)
 
 
@@ -146,7 +147,16 @@ class KinematicsCache:
     """
 
     def __init__(self, f, J, H, A, S, Z, dA, ddA):
-        self.f, self.J, self.H, self.A, self.S, self.Z, self.dA, self.ddA = f, J, H, A, S, Z, dA, ddA
+        self.f, self.J, self.H, self.A, self.S, self.Z, self.dA, self.ddA = (
+            f,
+            J,
+            H,
+            A,
+            S,
+            Z,
+            dA,
+            ddA,
+        )
 
 
 def kinematics(model: Model, q: Float[Array, " nq"], second_order: bool = True) -> KinematicsCache:
@@ -171,7 +181,7 @@ def kinematics(model: Model, q: Float[Array, " nq"], second_order: bool = True) 
 
 
 def transform_derivatives(model: Model, q: Float[Array, " nq"]):
-    """``(A, dA, ddA)``: poses (nb,4,4), ∂A/∂q (nb,4,4,nq) and ∂²A/∂q² (nb,4,4,nq,nq), closed form."""
+    """Closed form ``(A, dA, ddA)``: poses (nb,4,4), ∂A/∂q (nb,4,4,nq), ∂²A/∂q² (nb,4,4,nq,nq)."""
     k = kinematics(model, q)
     return k.A, k.dA, k.ddA
 
@@ -220,7 +230,8 @@ def kron_derivatives_recursive(model: Model, q: Float[Array, " nq"]):
             Di = Di + jnp.kron(LT, I_nq) @ Ds[p]
             Dpi = (
                 Dpi
-                # Eq. 88 prints W_iiᵀ here; the derivative of ᵖʳ⁽ⁱ⁾ᵢA₄ᵀ ⊗ I is (Â_iᵀ ᵖʳ⁽ⁱ⁾ᵢA₄ᵀ) ⊗ I ⊗ ∇f_i
+                # Eq. 88 prints W_iiᵀ here; the derivative of ᵖʳ⁽ⁱ⁾ᵢA₄ᵀ ⊗ I is
+                # (Â_iᵀ ᵖʳ⁽ⁱ⁾ᵢA₄ᵀ) ⊗ I ⊗ ∇f_i
                 + jnp.kron(jnp.kron(Ahat[i].T @ LT, I_nq), gi) @ Ds[p]
                 + jnp.kron(LT, jnp.eye(nq * nq, dtype=LT.dtype)) @ Dps[p]
             )
@@ -236,11 +247,19 @@ def _homog_point(point):
 
 
 def _resolve(model: Model, body, point):
-    if isinstance(body, str) and point is None and body in model.points:
-        b, r = model.points[body]
-        return b, r
+    if point is None:
+        if isinstance(body, str) and body in model.points:
+            b, r = model.points[body]
+            return b, r
+        raise ModelError(
+            f"{body!r} is not a named point of the model (named points: {sorted(model.points)});"
+            " give a body and a point in its frame"
+        )
     b = model.body_index(body)
-    return b, jnp.asarray(point)
+    r = jnp.asarray(point)
+    if r.shape != (3,):
+        raise ModelError(f"point on body {body!r} must be a 3-vector, got shape {r.shape}")
+    return b, r
 
 
 def point_position(model: Model, body, point, q) -> Float[Array, " 3"]:
@@ -282,6 +301,8 @@ def body_angular_velocity(model: Model, q, qd, frame: str = "ground") -> Float[A
 
     From ``Ȧ = (Σ_l Z[l] q̇_l) A``: the rotational block of the twist is ``ω̃``.
     """
+    if frame not in ("ground", "body"):
+        raise ValueError(f"frame must be 'ground' or 'body', got {frame!r}")
     k = kinematics(model, q, second_order=False)
     omega = matcalc.unskew(jnp.einsum("iabl,l->iab", k.Z[:, :3, :3], qd))
     if frame == "body":

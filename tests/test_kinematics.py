@@ -286,7 +286,15 @@ def test_named_points_and_batching():
 def test_unknown_body_is_named():
     model = chain(3)
     q = jnp.zeros(3)
+    with np.testing.assert_raises_regex(mb.ModelError, "'link1' is not a named point"):
+        mb.point_position(model, "link1", None, q)
+    with np.testing.assert_raises_regex(mb.ModelError, r"must be a 3-vector, got shape \(2,\)"):
+        mb.point_position(model, "link1", jnp.zeros(2), q)
+    with np.testing.assert_raises_regex(ValueError, "frame must be 'ground' or 'body'"):
+        mb.body_angular_velocity(model, q, q, frame="world")
     with np.testing.assert_raises_regex(mb.ModelError, "unknown body 'hand'"):
+        mb.point_position(model, "hand", jnp.zeros(3), q)
+    with np.testing.assert_raises_regex(mb.ModelError, "'hand' is not a named point"):
         mb.point_position(model, "hand", None, q)
     with np.testing.assert_raises_regex(mb.ModelError, "body index 3 out of range"):
         mb.point_velocity(model, 3, jnp.zeros(3), q, q)
