@@ -15,10 +15,10 @@ Bodies are numbered K1, K2, K3, K5, K4, K7, K6 (parents first), so the joint var
 The six loop-closure constraints are embedded in :class:`AndrewsJointMap`, which solves each loop
 in closed form: E is the intersection of the circle of radius d about K1's tip with the circle of
 radius ss about B; K5's and K7's joints are the intersections of circles about A and E. Each
-intersection takes a fixed side (a static sign), so the same assembly branch is found at every q and f is a
-pure, smooth, 2π-periodic-in-β function plus β itself (Θ = ψ₂ − β with K2's bounded absolute angle
-ψ₂: Θ grows with β without any unwrapping). Its derivatives are exact: forward-mode Taylor
-propagation through the same closed form.
+intersection takes a fixed side (a static sign), so the same assembly branch is found at every q
+and f is a pure, smooth, 2π-periodic-in-β function plus β itself (Θ = ψ₂ − β with K2's bounded
+absolute angle ψ₂: Θ grows with β without any unwrapping). Its derivatives are exact: forward-mode
+Taylor propagation through the same closed form.
 
 The test set's own 7-coordinate index-3 DAE (M, f, g, G and g_qq of
 ``jaxmb/data/andrews_squeezer.json``'s README) is here too, as ``dae_*`` functions: the tests use it
