@@ -52,7 +52,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from . import matcalc
-from .kinematics import body_transforms, kinematics, local_transforms, rotation
+from .kinematics import kinematics, local_transforms, rotation
 from .model import Model
 
 __all__ = [
@@ -245,8 +245,17 @@ def _closed_form_terms(model: Model, q, qd, want_m=True, want_n=True, want_g=Tru
     return out
 
 
+def _referee_poses(model: Model, q):
+    """Eq. 40 body by body (a Python loop: the referee is for small models and tests only)."""
+    local = local_transforms(model, model.joint_map(q))
+    A = []
+    for i, p in enumerate(model.parent):
+        A.append(local[i] if p < 0 else A[p] @ local[i])
+    return jnp.stack(A)
+
+
 def _lagrangian_kinetic(model: Model, q, qd):
-    A, Ad = jax.jvp(lambda x: body_transforms(model, x), (q,), (qd,))
+    A, Ad = jax.jvp(lambda x: _referee_poses(model, x), (q,), (qd,))
     R, Rd = A[:, :3, :3], Ad[:, :3, :3]
     om_body = matcalc.unskew(jnp.swapaxes(R, 1, 2) @ Rd)
     vc = jnp.einsum("iab,ib->ia", Rd, model.com) + Ad[:, :3, 3]
@@ -256,7 +265,7 @@ def _lagrangian_kinetic(model: Model, q, qd):
 
 
 def _lagrangian_potential(model: Model, q):
-    A = body_transforms(model, q)
+    A = _referee_poses(model, q)
     c = A[:, :3, 3] + jnp.einsum("iab,ib->ia", A[:, :3, :3], model.com)
     return -jnp.sum(model.mass * (c @ model.gravity))
 
@@ -283,8 +292,9 @@ def mass_matrix(
         return J.T @ _crba_theta(_tree_state(model, f)) @ J
     if method == "closed_form":
         return _closed_form_terms(model, q, None, True, False, False)[0]
-    zero = jnp.zeros_like(q)
-    return jax.hessian(lambda v: _lagrangian_kinetic(model, q, v))(zero)
+    # T is quadratic in q̇, so ∂T/∂q̇ at q̇ = e_k is column k of M
+    dT = jax.grad(_lagrangian_kinetic, argnums=2)
+    return jax.vmap(lambda e: dT(model, q, e), out_axes=1)(jnp.eye(q.shape[0], dtype=q.dtype))
 
 
 def bias_forces(
@@ -414,7 +424,9 @@ def potential_energy(model: Model, q: Float[Array, " nq"]) -> Float[Array, ""]:
 
     Conservative applied elements (springs) are not included; see :func:`total_energy`.
     """
-    return _lagrangian_potential(model, q)
+    A = _world_poses(model, model.joint_map(q))
+    c = A[:, :3, 3] + jnp.einsum("iab,ib->ia", A[:, :3, :3], model.com)
+    return -jnp.sum(model.mass * (c @ model.gravity))
 
 
 def total_energy(model: Model, q: Float[Array, " nq"], qd: Float[Array, " nq"]) -> Float[Array, ""]:
