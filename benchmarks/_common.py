@@ -26,7 +26,14 @@ import numpy as np
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
-__all__ = ["RESULTS", "metadata", "timeit_compiled", "compile_seconds", "save_results"]
+__all__ = [
+    "RESULTS",
+    "metadata",
+    "timeit_compiled",
+    "timeit_interleaved",
+    "compile_seconds",
+    "save_results",
+]
 
 
 def _cpu_model() -> str:
@@ -114,6 +121,29 @@ def timeit_compiled(
     if samples_out is not None:
         samples_out.extend(samples)
     return statistics.median(samples)
+
+
+def timeit_interleaved(
+    fns, *args, repeats: int = 15, number: int = 1, warmup: int = 2
+) -> list[list[float]]:
+    """Per-call seconds of several compiled functions on the same arguments, sampled in turn.
+
+    Each round times ``number`` calls of every function, one after the other, so that a shared,
+    busy machine disturbs all of them alike; ratios of the per-round samples are then robust.
+    Returns one list of ``repeats`` samples per function (take the median).
+    """
+    for fn in fns:
+        for _ in range(max(1, warmup)):
+            jax.block_until_ready(fn(*args))
+    samples: list[list[float]] = [[] for _ in fns]
+    for _ in range(repeats):
+        for k, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            for _ in range(number):
+                out = fn(*args)
+            jax.block_until_ready(out)
+            samples[k].append((time.perf_counter() - t0) / number)
+    return samples
 
 
 def save_results(name: str, results: dict[str, Any]) -> Path:

@@ -20,13 +20,18 @@ of repeated calls after warm-up, ``block_until_ready``); compile time is measure
 (``lower().compile()``). Writes ``benchmarks/results/kinematics.json`` and ``kinematics.png``.
 
 Run: ``python benchmarks/kinematics.py`` (a few minutes on 2 cores; ``--quick`` for a smoke run).
+The recorded results were taken on a 2-core machine shared with other jobs, single-threaded:
+``XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"`` (the flags are
+saved in the JSON); on a busy host, compare the ratios, which are measured in alternation.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -37,7 +42,13 @@ import numpy as np
 
 # run from a checkout without installing: the repository root and this folder on the path
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
-from _common import RESULTS, compile_seconds, metadata, save_results, timeit_compiled  # noqa: E402
+from _common import (  # noqa: E402
+    RESULTS,
+    compile_seconds,
+    metadata,
+    save_results,
+    timeit_interleaved,
+)
 
 import jaxmb as mb  # noqa: E402
 from jaxmb.kinematics import kinematics  # noqa: E402
@@ -103,7 +114,12 @@ def fit_exponent(nqs, times):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer repeats, no files written")
+    ap.add_argument("--replot", action="store_true", help="redraw the PNG from the saved JSON")
     args = ap.parse_args(argv)
+    if args.replot:
+        with open(RESULTS / "kinematics.json") as fh:
+            plot(json.load(fh)["summary"], RESULTS / "kinematics.png")
+        return
     repeats = 3 if args.quick else 15
     rows = []
     max_rel_diff = [0.0]
@@ -114,38 +130,46 @@ def main(argv=None):
         qs = jnp.asarray(rng.normal(size=(max(BATCHES), nq)))
         fns = methods(model)
         outputs = {}
-        for (method, order), fn in fns.items():
+        for order in ("first", "second"):
             for batch in BATCHES:
-                f = jax.jit(fn) if batch == 1 else jax.jit(jax.vmap(fn))
                 x = qs[0] if batch == 1 else qs[:batch]
-                tc = compile_seconds(f, x)
-                number = 50 if batch == 1 else 1
-                samples = []
-                t = timeit_compiled(
-                    f,
+                pair = {}
+                for method in ("closed_form", "autodiff"):
+                    fn = fns[(method, order)]
+                    f = jax.jit(fn) if batch == 1 else jax.jit(jax.vmap(fn))
+                    pair[method] = (f, compile_seconds(f, x))
+                # the two methods are timed in alternation, so that the shared machine's load
+                # falls on both alike; the ratio is the median of the per-round ratios
+                samples = timeit_interleaved(
+                    [pair["closed_form"][0], pair["autodiff"][0]],
                     x,
                     repeats=repeats if batch == 1 else max(3, repeats // 2),
-                    number=number,
-                    samples_out=samples,
+                    number=20 if batch == 1 else 1,
                 )
-                outputs[(method, order, batch)] = f(x)
-                rows.append(
-                    dict(
-                        nq=nq,
-                        method=method,
-                        order=order,
-                        batch=batch,
-                        seconds_per_call=t,
-                        seconds_per_state=t / batch,
-                        compile_seconds=tc,
-                        min_seconds_per_state=min(samples) / batch,
+                ratio = statistics.median(a / c for c, a in zip(*samples, strict=True))
+                for method, smp in zip(("closed_form", "autodiff"), samples, strict=True):
+                    f, tc = pair[method]
+                    outputs[(method, order, batch)] = f(x)
+                    t = statistics.median(smp)
+                    rows.append(
+                        dict(
+                            nq=nq,
+                            method=method,
+                            order=order,
+                            batch=batch,
+                            seconds_per_call=t,
+                            seconds_per_state=t / batch,
+                            min_seconds_per_state=min(smp) / batch,
+                            compile_seconds=tc,
+                            median_round_ratio_autodiff_over_closed=ratio,
+                        )
                     )
-                )
-                print(
-                    f"nq={nq:2d} {order:6s} {method:11s} batch={batch:4d}: "
-                    f"{t / batch * 1e6:10.2f} µs/state (compile {tc:5.2f} s)",
-                    flush=True,
-                )
+                    print(
+                        f"nq={nq:2d} {order:6s} {method:11s} batch={batch:4d}: "
+                        f"{t / batch * 1e6:10.2f} µs/state (compile {tc:5.2f} s)",
+                        flush=True,
+                    )
+                print(f"{'':14s}autodiff / closed form = {ratio:.2f} (median of rounds)")
         # the two routes agree on every output (the tests check this on random trees to 1e-10)
         for order in ("first", "second"):
             for batch in BATCHES:
@@ -162,6 +186,16 @@ def main(argv=None):
                 r["seconds_per_state"]
                 for r in rows
                 if (r["nq"], r["method"], r["order"], r["batch"]) == (nq, method, order, batch)
+            )
+            for nq in NQS
+        ]
+
+    def ratios(order, batch):
+        return [
+            next(
+                r["median_round_ratio_autodiff_over_closed"]
+                for r in rows
+                if (r["nq"], r["order"], r["batch"]) == (nq, order, batch)
             )
             for nq in NQS
         ]
@@ -187,14 +221,14 @@ def main(argv=None):
                     nq=list(NQS),
                     closed_form_us=[x * 1e6 for x in c],
                     autodiff_us=[x * 1e6 for x in a],
-                    speedup_closed_over_autodiff=[y / x for x, y in zip(c, a, strict=True)],
+                    ratio_autodiff_over_closed_form=ratios(order, batch),
                     exponent_closed_form=ec,
                     exponent_autodiff=ea,
                 )
             )
             cells = " | ".join(
-                f"{x * 1e6:8.2f} / {y * 1e6:8.2f} = {y / x:5.2f}x"
-                for x, y in zip(c, a, strict=True)
+                f"{x * 1e6:8.2f} / {y * 1e6:8.2f} = {r:5.2f}x"
+                for x, y, r in zip(c, a, ratios(order, batch), strict=True)
             )
             lines.append(f"{order:7s}{batch:6d} | {cells} | {ec:5.2f} / {ea:5.2f}")
     print("\n".join(lines))
@@ -207,7 +241,11 @@ def main(argv=None):
         meta=metadata(
             batch_sizes=list(BATCHES),
             repeats=repeats,
-            timing="median of repeats; batch 1: 50 calls per sample; batch 1024: 1 call",
+            timing=(
+                "closed form and autodiff sampled in alternation (timeit_interleaved); median of "
+                "15 rounds of 20 calls at batch 1, of 7 rounds of 1 call at batch 1024; ratio = "
+                "median over rounds of autodiff/closed-form"
+            ),
             total_wall_seconds=wall,
             load_average_at_end=list(os.getloadavg()),
             max_relative_difference_closed_form_vs_autodiff=max_rel_diff[0],
@@ -245,8 +283,24 @@ def plot(summary, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
-    for ax, batch in zip(axes, BATCHES, strict=True):
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    axes[1].sharey(axes[0])
+    for s in summary:
+        axes[2].semilogx(
+            s["nq"],
+            s["ratio_autodiff_over_closed_form"],
+            ("o-" if s["order"] == "second" else "o--"),
+            color="C0" if s["batch"] == 1 else "C2",
+            label=f"{s['order']} order, batch {s['batch']}",
+        )
+    axes[2].axhline(1.0, color="k", lw=0.8)
+    axes[2].set_title("time ratio autodiff / closed form")
+    axes[2].set_xlabel("generalized coordinates nq (12 bodies)")
+    axes[2].set_xticks(NQS, [str(n) for n in NQS])
+    axes[2].set_ylim(bottom=0)
+    axes[2].grid(True, which="both", alpha=0.3)
+    axes[2].legend(fontsize=7)
+    for ax, batch in zip(axes[:2], BATCHES, strict=True):
         for s in summary:
             if s["batch"] != batch:
                 continue
