@@ -121,6 +121,7 @@ def main(argv=None):
             plot(json.load(fh)["summary"], RESULTS / "kinematics.png")
         return
     repeats = 3 if args.quick else 15
+    meta_start = metadata()  # machine load at the start
     rows = []
     max_rel_diff = [0.0]
     t_start = time.perf_counter()
@@ -238,7 +239,8 @@ def main(argv=None):
         return
     result = dict(
         benchmark="kinematics: closed-form D_i, D'_i vs autodiff of body_transforms",
-        meta=metadata(
+        meta=dict(
+            meta_start,
             batch_sizes=list(BATCHES),
             repeats=repeats,
             timing=(
