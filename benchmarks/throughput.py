@@ -56,6 +56,7 @@ def _parse():
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--no-sharded", action="store_true", help="skip the 2-device subprocess")
     p.add_argument("--no-mjx", action="store_true", help="skip MJX (slow to compile on CPU)")
+    p.add_argument("--json-name", default=None, help="output file name (default throughput.json)")
     p.add_argument("--sharded-child", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--mjx-child", default="", help=argparse.SUPPRESS)
     return p.parse_args()
@@ -538,6 +539,8 @@ def section_terms(cfg, results):
                         peak_bytes_per_state=mem / B if mem else None,
                     )
                     rows.append(row)
+                    results["terms"] = rows
+                    _save_partial(results)
                     print(
                         f"[terms] chain({n}) {method:11s} {row['dtype']} B={B:5d}: "
                         f"{per * 1e6:9.3f} us/state (compile {compile_s:.1f} s), "
@@ -549,6 +552,13 @@ def section_terms(cfg, results):
     results["terms_checks"] = checks
     if not ARGS.no_sharded:
         results["terms_sharded_2dev"] = run_sharded_child(cfg, 2)
+
+
+def _save_partial(results):
+    path = results.get("_path")
+    if path:
+        with open(path, "w") as f:
+            json.dump({k: v for k, v in results.items() if k != "_path"}, f, indent=1, default=str)
 
 
 def run_sharded_child(cfg, ndev):
@@ -971,9 +981,11 @@ def main():
     }
     sections = ARGS.sections.split(",")
     t0 = time.perf_counter()
-    name = "throughput_quick.json" if ARGS.quick else "throughput.json"
+    name = ARGS.json_name or ("throughput_quick.json" if ARGS.quick else "throughput.json")
     path = os.path.join(ARGS.out, name)
-    for name in ("terms", "andrews", "scaling", "steps"):  # steps last: MJX compiles slowly
+    results["_path"] = path
+    order = ("terms", "andrews", "scaling", "steps")  # steps last: MJX compiles slowly
+    for name in sorted(sections, key=lambda x: order.index(x) if x in order else 99):
         if name in sections and not (ARGS.quick and name in cfg["skip_in_quick"]):
             try:
                 globals()[f"section_{name}"](cfg, results)
@@ -984,8 +996,7 @@ def main():
                 print(f"[{name}] FAILED: {e!r}", flush=True)
             results["total_wall_s"] = time.perf_counter() - t0
             results["load_average_at_end"] = os.getloadavg()
-            with open(path, "w") as f:  # after every section, so a late failure loses nothing
-                json.dump(results, f, indent=1, default=str)
+            _save_partial(results)  # after every section, so a late failure loses nothing
     print(f"wrote {path}", flush=True)
     if not ARGS.no_plots and not ARGS.quick:
         plots(results, ARGS.out)
