@@ -305,11 +305,17 @@ class ImplicitMap(AbstractJointMap):
     def assemble(self, f_dep: Float[Array, " m"], q: Float[Array, " nq"]) -> Float[Array, " nj"]:
         """The full joint vector from the dependent values and q."""
         dtype = jnp.result_type(f_dep, q)
-        f = jnp.zeros(self.nj, dtype=dtype)
         ind = self.independent_joints
+        # a static permutation of [f_ind, f_dep]: no scatter (slow when batched on CPU)
+        parts = [f_dep.astype(dtype)]
         if ind:
-            f = f.at[np.asarray(ind)].set(self._independent_values(q).astype(dtype))
-        return f.at[np.asarray(self.dependent)].set(f_dep.astype(dtype))
+            parts.insert(0, self._independent_values(q).astype(dtype))
+        src = jnp.concatenate(parts)
+        order = list(ind) + list(self.dependent)
+        perm = np.argsort(np.asarray(order))
+        if np.array_equal(perm, np.arange(self.nj)):
+            return src
+        return jnp.stack([src[k] for k in perm])
 
     def residual(self, f_dep: Float[Array, " m"], q: Float[Array, " nq"]) -> Float[Array, " m"]:
         """``g(f(f_dep, q), q)`` (m,), constraint units."""
@@ -419,25 +425,29 @@ class ImplicitMap(AbstractJointMap):
 
     def _derivatives_impl(self, q):
         q = jnp.asarray(q)
+        m = self.m
         x = self._solve_dependent(q)
-        lu = jsl.lu_factor(jax.jacfwd(self.residual, argnums=0)(x, q))
-        Gq = jax.jacfwd(self.residual, argnums=1)(x, q)
-        Jd = -jsl.lu_solve(lu, Gq)
+        # one forward-mode pass gives [∂g/∂f_dep | ∂g/∂q]; one LU of ∂g/∂f_dep serves J and H
+        G = jax.jacfwd(lambda z: self.residual(z[:m], z[m:]))(jnp.concatenate([x, q]))
+        lu = jsl.lu_factor(G[:, :m])
+        Jd = -jsl.lu_solve(lu, G[:, m:])
 
         def linearized(qq):
             return self.residual(x + Jd @ (qq - q), qq)
 
-        Gamma = jax.hessian(linearized)(q)  # (m, nq, nq)
-        Hd = -jsl.lu_solve(lu, Gamma.reshape(self.m, -1)).reshape(self.m, self.nq, self.nq)
+        Gamma = jax.jacfwd(jax.jacfwd(linearized))(q)  # (m, nq, nq)
+        Hd = -jsl.lu_solve(lu, Gamma.reshape(m, -1)).reshape(m, self.nq, self.nq)
         dep = np.asarray(self.dependent)
         f = self.assemble(x, q)
         J = jnp.zeros((self.nj, self.nq), f.dtype).at[dep].set(Jd)
         H = jnp.zeros((self.nj, self.nq, self.nq), f.dtype).at[dep].set(Hd)
         ind = self.independent_joints
-        if ind:
+        if ind and self.independent is None:  # f[independent] = q
+            J = J.at[np.asarray(ind)].set(jnp.eye(self.nq, dtype=f.dtype))
+        elif ind:
             ind = np.asarray(ind)
             J = J.at[ind].set(jax.jacfwd(self._independent_values)(q))
-            H = H.at[ind].set(jax.hessian(self._independent_values)(q))
+            H = H.at[ind].set(jax.jacfwd(jax.jacfwd(self._independent_values))(q))
         return f, J, H
 
     def jacobian(self, q):

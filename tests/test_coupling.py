@@ -7,6 +7,8 @@ for the five-bar, autodiff of an explicit closed-form solution of the loop. The 
 convergence orders asserted, and their errors asserted below stated tolerances.
 """
 
+import importlib
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -28,10 +30,12 @@ from jaxmb.coupling import (
     projection_derivatives,
     projection_solve,
 )
-from jaxmb.models import five_bar as five_bar_mod
-from jaxmb.models import four_bar as four_bar_mod
 from jaxmb.models.five_bar import five_bar
 from jaxmb.models.four_bar import four_bar
+
+# the model modules themselves (their closed-form helpers), whatever jaxmb.models routes by name
+five_bar_mod = importlib.import_module("jaxmb.models.five_bar")
+four_bar_mod = importlib.import_module("jaxmb.models.four_bar")
 
 RTOL = 1e-10
 
