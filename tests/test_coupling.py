@@ -84,7 +84,7 @@ def random_implicit(seed, m, nq, with_independent):
 # --------------------------------------------------------------------------------------------
 
 
-@settings(max_examples=4)
+@settings(max_examples=3)
 @given(
     seed=st.integers(0, 2**31 - 1),
     m=st.integers(1, 4),
@@ -370,6 +370,7 @@ def test_premodel_1dof_convergence(fb4):
         jax.block_until_ready(pm(jnp.asarray([0.6])))
 
 
+@pytest.mark.slow
 def test_premodel_2dof_convergence(fb5):
     jm = fb5.joint_map
     box = [(-1.0, 1.0), (-1.0, 1.0)]

@@ -231,6 +231,7 @@ def test_five_bar_matches_classical_analysis():
     assert np.max(np.abs(d)) < 1e-11
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["projection", "molecule"])
 def test_five_bar_velocity_by_other_backends(method):
     """v_p = Σ_i (∂p/∂f_i) ∇f_iᵀ q̇ with ∇f by the projection method (exact) or the molecule."""
