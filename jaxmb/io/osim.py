@@ -17,8 +17,8 @@ constant TransformAxis values) are folded into the neighbouring joints: a pendin
 ``a`` becomes a jaxmb rotation about ``C a``, a translation along ``a`` a slide along ``C a``, and
 a revolute joint absorbs the pending translation ``t`` as its constant offset. What is left at the
 child body maps its OpenSim coordinates into the jaxmb body frame (``x_jaxmb = C x + t``), which
-carries the mass, centre of mass, inertia and every point on that body. A body whose joint contributes
-no motion (a WeldJoint) gets one revolute joint held at a constant angle by the joint map. Massless
+carries the mass, centre of mass, inertia and every point on that body. A body whose joint
+contributes no motion (a WeldJoint) gets one revolute joint held at a constant angle by the joint map. Massless
 bodies have no inertia (Simbody stores inertia per unit mass), as in OpenSim.
 
 CoordinateCouplerConstraints are folded into the joint map: a dependent coordinate is
@@ -298,6 +298,29 @@ class OsimImport:
             raise OsimImportError(f"{self.path}: unknown body {body!r}")
         b, T = self.body_frames[body]
         return b, T[:3, :3] @ np.asarray(location, dtype=float) + T[:3, 3]
+
+    def path_point(self, point: PathPointSpec, q: Float[Array, " nq"]):
+        """``(jaxmb body index, (3,) position in that body's frame, m)`` of a muscle path point.
+
+        A MovingPathPoint's coordinates are evaluated through the joint map (coupled coordinates
+        included), so the position is JAX-traceable and differentiable in ``q``.
+        """
+        b, T = self.body_frames[point.body]
+        loc = jnp.asarray(point.location, dtype=float)
+        if point.kind == "MovingPathPoint":
+            Q = self.model.joint_map.full_coordinates(q)
+            names = [c.name for c in self.coordinates]
+            xyz = []
+            for k in range(3):
+                f, c = point.functions[k], point.coordinates[k]
+                if f is None:
+                    xyz.append(loc[k])
+                elif c is None:
+                    xyz.append(f(jnp.zeros((), dtype=loc.dtype)))
+                else:
+                    xyz.append(f(Q[names.index(c)]))
+            loc = jnp.stack(xyz)
+        return b, jnp.asarray(T[:3, :3]) @ loc + jnp.asarray(T[:3, 3])
 
     @property
     def rotational(self) -> tuple[bool, ...]:

@@ -153,6 +153,15 @@ def reference(key: str, rng) -> dict:
         Pm = np.zeros((nu, len(indep)))
         for n in names:
             Pm[uidx[n]] = P[n]
+        points = {}
+        muscles = model.getMuscles()
+        for k in range(muscles.getSize()):
+            gp = osim.GeometryPath.safeDownCast(muscles.get(k).getGeometryPath())
+            pps = gp.getPathPointSet()
+            for i in range(pps.getSize()):
+                pp = pps.get(i)
+                x = pp.getLocationInGround(state)
+                points[f"{muscles.get(k).getName()}/{i}"] = [x.get(j) for j in range(3)]
         T = {}
         for b in bodies:
             X = model.getBodySet().get(b).getTransformInGround(state)
@@ -169,6 +178,7 @@ def reference(key: str, rng) -> dict:
                 M=(Pm.T @ M @ Pm).tolist(),
                 G=(Pm.T @ G).tolist(),
                 body_transforms=T,
+                path_points_in_ground=points,
             )
         )
     return dict(
@@ -181,6 +191,47 @@ def reference(key: str, rng) -> dict:
     )
 
 
+def function_samples(rng) -> list[dict]:
+    """OpenSim's value, first and second derivative of each function type at random abscissae."""
+    out = []
+    for n in (2, 3, 4, 7, 12):
+        x = np.sort(rng.uniform(-2.0, 2.0, n))
+        y = rng.normal(size=n)
+        for tag in ("SimmSpline", "NaturalCubicSpline", "PiecewiseLinearFunction"):
+            xml = (
+                f'<?xml version="1.0"?><OpenSimDocument Version="40000"><{tag} name="f">'
+                f"<x>{' '.join(map(repr, x.tolist()))}</x>"
+                f"<y>{' '.join(map(repr, y.tolist()))}</y></{tag}></OpenSimDocument>"
+            )
+            out.append(dict(tag=tag, x=x.tolist(), y=y.tolist(), xml=xml))
+    c = rng.normal(size=4)
+    xml = (
+        '<?xml version="1.0"?><OpenSimDocument Version="40000"><PolynomialFunction name="f">'
+        f"<coefficients>{' '.join(map(repr, c.tolist()))}</coefficients>"
+        "</PolynomialFunction></OpenSimDocument>"
+    )
+    out.append(dict(tag="PolynomialFunction", coefficients=c.tolist(), xml=xml))
+    xml = (
+        '<?xml version="1.0"?><OpenSimDocument Version="40000"><MultiplierFunction name="f">'
+        "<function><SimmSpline><x>-1 0 0.5 2</x><y>0.1 -0.3 0.2 0.7</y></SimmSpline></function>"
+        "<scale>-2.5</scale></MultiplierFunction></OpenSimDocument>"
+    )
+    out.append(dict(tag="MultiplierFunction", xml=xml))
+    tmp = HERE / "_function.xml"
+    for f in out:
+        tmp.write_text(f["xml"])
+        fn = osim.Function.safeDownCast(osim.OpenSimObject.makeObjectFromFile(str(tmp)))
+        xs = np.concatenate([rng.uniform(-3.0, 3.0, 12), np.asarray(f.get("x", []))])
+        f["at"] = xs.tolist()
+        f["value"] = [fn.calcValue(osim.Vector(1, float(t))) for t in xs]
+        f["d1"] = [fn.calcDerivative(osim.StdVectorInt([0]), osim.Vector(1, float(t))) for t in xs]
+        f["d2"] = [
+            fn.calcDerivative(osim.StdVectorInt([0, 0]), osim.Vector(1, float(t))) for t in xs
+        ]
+    tmp.unlink()
+    return out
+
+
 def main() -> None:
     rng = np.random.default_rng(20261121)
     out = dict(
@@ -189,6 +240,7 @@ def main() -> None:
         python=sys.version.split()[0],
         date=datetime.date.today().isoformat(),
         models={k: reference(k, rng) for k in MODELS},
+        functions=function_samples(rng),
     )
     (HERE / "osim_reference.json").write_text(json.dumps(out, indent=1))
 
