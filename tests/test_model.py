@@ -468,11 +468,6 @@ def test_chain_poses_against_scipy_rotations():
         np.testing.assert_array_equal(A[i, 3], [0.0, 0.0, 0.0, 1.0])
 
 
-@pytest.mark.xfail(
-    reason="jaxmb/models/__init__.py: importing the submodule `chain` shadows the lazily exported "
-    "function `chain`; __getattr__ should cache the function in globals()",
-    strict=False,
-)
 def test_models_chain_public_access_is_stable():
     import jaxmb.models
 
