@@ -5,15 +5,36 @@
 - :mod:`jaxmb.io.functions`: OpenSim's function types as JAX-traceable modules.
 """
 
-from . import functions, osim
+from . import functions, motion, osim
+from .motion import (
+    MotionFileError,
+    Storage,
+    TRCData,
+    read_c3d,
+    read_storage,
+    read_trc,
+    write_mot,
+    write_storage,
+    write_trc,
+)
 from .osim import OsimImport, OsimImportError, load_osim, osim_muscle_specs, read_osim
 
 __all__ = [
     "functions",
+    "motion",
     "osim",
     "load_osim",
     "read_osim",
     "osim_muscle_specs",
     "OsimImport",
     "OsimImportError",
+    "MotionFileError",
+    "Storage",
+    "TRCData",
+    "read_storage",
+    "write_storage",
+    "write_mot",
+    "read_trc",
+    "write_trc",
+    "read_c3d",
 ]

@@ -18,8 +18,8 @@ constant TransformAxis values) are folded into the neighbouring joints: a pendin
 a revolute joint absorbs the pending translation ``t`` as its constant offset. What is left at the
 child body maps its OpenSim coordinates into the jaxmb body frame (``x_jaxmb = C x + t``), which
 carries the mass, centre of mass, inertia and every point on that body. A body whose joint
-contributes no motion (a WeldJoint) gets one revolute joint held at a constant angle by the joint map. Massless
-bodies have no inertia (Simbody stores inertia per unit mass), as in OpenSim.
+contributes no motion (a WeldJoint) gets one revolute joint held at a constant angle by the joint
+map. Massless bodies have no inertia (Simbody stores inertia per unit mass), as in OpenSim.
 
 CoordinateCouplerConstraints are folded into the joint map: a dependent coordinate is
 ``scale · g(independent)``, so the model's q are OpenSim's independent coordinates, in OpenSim's

@@ -1,0 +1,455 @@
+"""Motion data in the formats of this field: OpenSim ``.mot``/``.sto``, ``.trc`` markers, C3D.
+
+- :func:`read_storage` / :func:`write_storage`: OpenSim Storage files (``.mot``, ``.sto``),
+  version 1 headers (``name``, ``version=1``, ``nRows``, ``nColumns``, ``inDegrees=yes|no``,
+  ``endheader``),
+  tab-separated columns with ``time`` first.
+- :func:`write_mot`: a jaxmb simulation as a ``.mot`` that OpenSim's GUI plays on the model
+  (coordinate names as columns, rotational coordinates in degrees).
+- :func:`read_trc` / :func:`write_trc`: marker trajectories (PathFileType 4, X/Y/Z); empty fields
+  of a missing marker read as NaN.
+- :func:`read_c3d`: markers, analog channels and force platforms through ``ezc3d``, an optional
+  extra (``pip install "jaxmb[c3d]"``, or ``pip install ezc3d``).
+
+These are plain NumPy readers and writers (files are I/O, not traced computation).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "MotionFileError",
+    "Storage",
+    "TRCData",
+    "read_storage",
+    "write_storage",
+    "write_mot",
+    "read_trc",
+    "write_trc",
+    "read_c3d",
+]
+
+
+class MotionFileError(ValueError):
+    """A motion file that cannot be read; the message names the file and the line."""
+
+
+# --------------------------------------------------------------------------------------------
+# Storage (.mot / .sto)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Storage:
+    """An OpenSim Storage table.
+
+    Attributes:
+        time: (n,) s.
+        data: (n, m) values of the m columns after ``time`` (in the file's units: degrees for
+            rotational coordinates when ``in_degrees``).
+        columns: the m column labels.
+        in_degrees: the header's ``inDegrees`` flag.
+        name: the first header line.
+        header: the other ``key=value`` header entries (strings), in file order; the counts
+            (``version``, ``nRows``, ``nColumns``) are rewritten on output.
+    """
+
+    time: np.ndarray
+    data: np.ndarray
+    columns: tuple[str, ...]
+    in_degrees: bool = False
+    name: str = "jaxmb"
+    header: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def __getitem__(self, column: str) -> np.ndarray:
+        """The (n,) values of a column by label (``"time"`` included)."""
+        if column == "time":
+            return self.time
+        if column not in self.columns:
+            raise KeyError(f"no column {column!r}; columns are {list(self.columns)}")
+        return self.data[:, self.columns.index(column)]
+
+
+def _split(line: str) -> list[str]:
+    return line.rstrip("\r\n").split("\t") if "\t" in line else line.split()
+
+
+def read_storage(path: str | Path) -> Storage:
+    """Read an OpenSim ``.mot`` or ``.sto`` file (Storage version 1; OpenSim 3 and 4 headers).
+
+    Raises:
+        MotionFileError: missing ``endheader``, a row of the wrong length or a non-number, naming
+            the file and the line.
+    """
+    path = Path(path)
+    try:
+        lines = path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise MotionFileError(f"{path}: cannot read ({e})") from None
+    end = next((i for i, ln in enumerate(lines) if ln.strip().lower() == "endheader"), None)
+    if end is None:
+        raise MotionFileError(f"{path}: no 'endheader' line; not an OpenSim Storage file")
+    name, header = "", {}
+    for i, ln in enumerate(lines[:end]):
+        s = ln.strip()
+        if "=" in s:
+            k, v = s.split("=", 1)
+            header[k.strip()] = v.strip()
+        elif i == 0:
+            name = s
+    in_degrees = header.pop("inDegrees", "no").lower() in ("yes", "true", "1")
+    k = end + 1
+    while k < len(lines) and not lines[k].strip():
+        k += 1
+    if k >= len(lines):
+        raise MotionFileError(f"{path}: no column labels after 'endheader'")
+    labels = [c.strip() for c in _split(lines[k]) if c.strip()]
+    if not labels or labels[0].lower() != "time":
+        raise MotionFileError(
+            f"{path}, line {k + 1}: the first column must be 'time', got {labels[:1]}"
+        )
+    rows = []
+    for j, ln in enumerate(lines[k + 1 :], start=k + 2):
+        if not ln.strip():
+            continue
+        fields = _split(ln.strip())
+        if len(fields) != len(labels):
+            raise MotionFileError(
+                f"{path}, line {j}: {len(fields)} values for {len(labels)} columns"
+            )
+        try:
+            rows.append([float(f) for f in fields])
+        except ValueError:
+            raise MotionFileError(f"{path}, line {j}: not a number in {fields}") from None
+    arr = np.asarray(rows, dtype=float).reshape(len(rows), len(labels))
+    for key in ("nRows", "datarows"):
+        if key in header and header[key].isdigit() and int(header[key]) != arr.shape[0]:
+            raise MotionFileError(
+                f"{path}: header says {key}={header[key]} but there are {arr.shape[0]} rows"
+            )
+    for key in ("version", "nRows", "nColumns", "datarows", "datacolumns"):
+        header.pop(key, None)
+    return Storage(
+        time=arr[:, 0],
+        data=arr[:, 1:],
+        columns=tuple(labels[1:]),
+        in_degrees=in_degrees,
+        name=name,
+        header=header,
+    )
+
+
+def write_storage(path: str | Path, storage: Storage) -> Path:
+    """Write a :class:`Storage` as an OpenSim Storage file (version 1 header, tab-separated).
+
+    Values are written with 17 significant digits, so reading the file back is exact.
+    """
+    path = Path(path)
+    time = np.asarray(storage.time, dtype=float).reshape(-1)
+    data = np.asarray(storage.data, dtype=float).reshape(time.shape[0], -1)
+    if data.shape[1] != len(storage.columns):
+        raise MotionFileError(
+            f"{path}: {data.shape[1]} data columns for {len(storage.columns)} labels"
+        )
+    for c in storage.columns:
+        if not c or any(ch in c for ch in "\t\n\r"):
+            raise MotionFileError(f"{path}: invalid column label {c!r}")
+    header = {k: v for k, v in storage.header.items() if k not in ("nRows", "nColumns")}
+    header.pop("inDegrees", None)
+    header.pop("version", None)
+    out = [storage.name or "jaxmb", "version=1", f"nRows={time.shape[0]}"]
+    out += [f"nColumns={data.shape[1] + 1}", f"inDegrees={'yes' if storage.in_degrees else 'no'}"]
+    out += [f"{k}={v}" for k, v in header.items()]
+    out += ["endheader", "\t".join(("time",) + tuple(storage.columns))]
+    table = np.column_stack([time, data])
+    out += ["\t".join(f"{v:.17g}" for v in row) for row in table]
+    path.write_text("\n".join(out) + "\n")
+    return path
+
+
+def _rotational_mask(model, q0) -> np.ndarray:
+    """Coordinates that drive a revolute joint (rad) rather than only prismatic ones (m)."""
+    import jax.numpy as jnp
+
+    J = np.asarray(model.joint_map.jacobian(jnp.asarray(q0, dtype=float)))
+    rev = np.asarray(model.is_revolute)
+    return np.any(np.abs(J[rev]) > 0, axis=0)
+
+
+def write_mot(
+    path: str | Path,
+    trajectory: Any,
+    model: Any,
+    *,
+    speeds: bool = False,
+    in_degrees: bool = True,
+    name: str | None = None,
+) -> Path:
+    """Export a simulation as a ``.mot`` motion for OpenSim's GUI (File ▸ Load Motion).
+
+    Args:
+        path: output file.
+        trajectory: a :class:`jaxmb.simulate.Trajectory` (``.ts``, ``.q``, optional ``.qd``) or a
+            pair ``(ts (n,), q (n, nq))``.
+        model: the jaxmb :class:`~jaxmb.model.Model`, or the :class:`~jaxmb.io.osim.OsimImport`
+            of an OpenSim model — then every OpenSim coordinate is written, coupled ones included,
+            with OpenSim's rotational/translational kinds.
+        speeds: also write ``<coordinate>_u`` columns (rad/s or deg/s, m/s); needs ``qd``.
+        in_degrees: rotational coordinates in degrees (what the GUI expects), else radians.
+        name: the header's first line (default: the model's name).
+
+    Returns:
+        the path written.
+    """
+    from .osim import OsimImport
+
+    if isinstance(trajectory, tuple):
+        ts, q = trajectory[0], trajectory[1]
+        qd = trajectory[2] if len(trajectory) > 2 else None
+    else:
+        ts, q, qd = trajectory.ts, trajectory.q, getattr(trajectory, "qd", None)
+    ts = np.asarray(ts, dtype=float).reshape(-1)
+    q = np.asarray(q, dtype=float)
+    if q.ndim != 2 or q.shape[0] != ts.shape[0]:
+        raise MotionFileError(
+            f"{path}: q must be (n_times, nq), got {q.shape} for {ts.shape} times"
+        )
+    if speeds and qd is None:
+        raise MotionFileError(f"{path}: speeds=True needs the trajectory's qd")
+    if isinstance(model, OsimImport):
+        import jax
+        import jax.numpy as jnp
+
+        jm = model.model.joint_map
+        full = jax.jit(jax.vmap(jm.full_coordinates))
+        values = np.asarray(full(jnp.asarray(q)))
+        names = tuple(c.name for c in model.coordinates)
+        rot = np.array([c.rotational for c in model.coordinates])
+        if speeds:
+            jvp = jax.jit(jax.vmap(lambda a, b: jax.jvp(jm.full_coordinates, (a,), (b,))[1]))
+            vel = np.asarray(jvp(jnp.asarray(q), jnp.asarray(qd, dtype=float)))
+        label = name or model.model.name
+    else:
+        if q.shape[1] != model.nq:
+            raise MotionFileError(f"{path}: q has {q.shape[1]} columns, model has {model.nq}")
+        values, names = q, tuple(model.coordinate_names)
+        rot = _rotational_mask(model, q[0])
+        vel = np.asarray(qd, dtype=float) if speeds else None
+        label = name or model.name
+    scale = np.where(rot & in_degrees, 180.0 / math.pi, 1.0)
+    data, cols = values * scale, names
+    if speeds:
+        data = np.column_stack([data, vel * scale])
+        cols = names + tuple(f"{n}_u" for n in names)
+    return write_storage(path, Storage(ts, data, cols, in_degrees=in_degrees, name=label))
+
+
+# --------------------------------------------------------------------------------------------
+# TRC markers
+# --------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class TRCData:
+    """Marker trajectories of a ``.trc`` file.
+
+    Attributes:
+        time: (n,) s. frames: (n,) frame numbers.
+        markers: marker names (m).
+        positions: (n, m, 3) in ``units``; NaN where a marker is missing.
+        units: e.g. ``"mm"`` or ``"m"``.
+        data_rate, camera_rate: Hz.
+        header: the remaining header fields (strings).
+    """
+
+    time: np.ndarray
+    frames: np.ndarray
+    markers: tuple[str, ...]
+    positions: np.ndarray
+    units: str = "m"
+    data_rate: float = 100.0
+    camera_rate: float = 100.0
+    header: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def __getitem__(self, marker: str) -> np.ndarray:
+        """(n, 3) trajectory of one marker."""
+        if marker not in self.markers:
+            raise KeyError(f"no marker {marker!r}; markers are {list(self.markers)}")
+        return self.positions[:, self.markers.index(marker)]
+
+
+def read_trc(path: str | Path) -> TRCData:
+    """Read a ``.trc`` marker file (PathFileType 4, X/Y/Z).
+
+    Raises:
+        MotionFileError: a malformed header or row, naming the file and the line.
+    """
+    path = Path(path)
+    try:
+        lines = path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise MotionFileError(f"{path}: cannot read ({e})") from None
+    if len(lines) < 5 or not lines[0].startswith("PathFileType"):
+        raise MotionFileError(f"{path}, line 1: not a TRC file (no 'PathFileType' header)")
+    keys = lines[1].rstrip("\r\n").split("\t")
+    vals = lines[2].rstrip("\r\n").split("\t")
+    if len(keys) != len(vals):
+        raise MotionFileError(f"{path}, line 3: {len(vals)} values for {len(keys)} header fields")
+    header = {k.strip(): v.strip() for k, v in zip(keys, vals, strict=True)}
+    try:
+        n_markers = int(header["NumMarkers"])
+        data_rate = float(header.get("DataRate", "nan"))
+        camera_rate = float(header.get("CameraRate", header.get("DataRate", "nan")))
+    except (KeyError, ValueError) as e:
+        raise MotionFileError(f"{path}, line 3: bad header field ({e})") from None
+    names_row = lines[3].rstrip("\r\n").split("\t")
+    if len(names_row) < 2 or names_row[0].strip() != "Frame#":
+        raise MotionFileError(f"{path}, line 4: expected 'Frame#\\tTime\\t<markers>'")
+    markers = tuple(n.strip() for n in names_row[2:] if n.strip())
+    if len(markers) != n_markers:
+        raise MotionFileError(
+            f"{path}, line 4: {len(markers)} marker names but NumMarkers={n_markers}"
+        )
+    frames, times, pos = [], [], []
+    for j, ln in enumerate(lines[5:], start=6):
+        if not ln.strip():
+            continue
+        fields = ln.rstrip("\r\n").split("\t")
+        if len(fields) < 2:
+            raise MotionFileError(f"{path}, line {j}: too few fields")
+        vals3 = fields[2 : 2 + 3 * n_markers]
+        vals3 += [""] * (3 * n_markers - len(vals3))
+        try:
+            frames.append(int(float(fields[0])))
+            times.append(float(fields[1]))
+            pos.append([float(v) if v.strip() else np.nan for v in vals3])
+        except ValueError:
+            raise MotionFileError(f"{path}, line {j}: not a number in {fields[:8]}...") from None
+    n = len(times)
+    positions = np.asarray(pos, dtype=float).reshape(n, n_markers, 3)
+    if "NumFrames" in header and header["NumFrames"].isdigit() and int(header["NumFrames"]) != n:
+        raise MotionFileError(f"{path}: NumFrames={header['NumFrames']} but {n} data rows")
+    units = header.pop("Units", "m")
+    for k in ("DataRate", "CameraRate", "NumFrames", "NumMarkers"):
+        header.pop(k, None)
+    return TRCData(
+        time=np.asarray(times),
+        frames=np.asarray(frames, dtype=int),
+        markers=markers,
+        positions=positions,
+        units=units,
+        data_rate=data_rate,
+        camera_rate=camera_rate,
+        header=header,
+    )
+
+
+def write_trc(path: str | Path, data: TRCData) -> Path:
+    """Write marker trajectories as a ``.trc`` file (17 significant digits; NaN as empty fields)."""
+    path = Path(path)
+    P = np.asarray(data.positions, dtype=float)
+    n, m = P.shape[0], len(data.markers)
+    if P.shape != (n, m, 3) or np.asarray(data.time).shape != (n,):
+        raise MotionFileError(
+            f"{path}: positions {P.shape} and time {np.asarray(data.time).shape} do not match"
+            f" {m} markers"
+        )
+    orig_start = data.header.get("OrigDataStartFrame", str(int(data.frames[0]) if n else 1))
+    lines = [
+        f"PathFileType\t4\t(X/Y/Z)\t{path.name}",
+        "DataRate\tCameraRate\tNumFrames\tNumMarkers\tUnits\tOrigDataRate\tOrigDataStartFrame"
+        "\tOrigNumFrames",
+        f"{data.data_rate:.17g}\t{data.camera_rate:.17g}\t{n}\t{m}\t{data.units}"
+        f"\t{data.header.get('OrigDataRate', f'{data.data_rate:.17g}')}\t{orig_start}"
+        f"\t{data.header.get('OrigNumFrames', n)}",
+        "\t".join(["Frame#", "Time"] + [f"{name}\t\t" for name in data.markers]).rstrip("\t"),
+        "\t\t" + "\t".join(f"X{k + 1}\tY{k + 1}\tZ{k + 1}" for k in range(m)),
+        "",
+    ]
+    for i in range(n):
+        vals = ["" if np.isnan(v) else f"{v:.17g}" for v in P[i].reshape(-1)]
+        lines.append("\t".join([str(int(data.frames[i])), f"{data.time[i]:.17g}"] + vals))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+# --------------------------------------------------------------------------------------------
+# C3D (optional ezc3d)
+# --------------------------------------------------------------------------------------------
+
+
+def read_c3d(path: str | Path) -> dict[str, Any]:
+    """Markers, analog channels and force platforms of a C3D file, through ``ezc3d``.
+
+    Returns:
+        ``{"markers": TRCData, "analog_rate": Hz, "analog_labels": tuple, "analogs": (na, n_a),
+        "platforms": [ {"force": (n_a, 3) N, "moment": (n_a, 3) N·mm or N·m, "center_of_pressure":
+        (n_a, 3), "unit_force", "unit_moment", "unit_position"}, ... ]}``, marker positions in the
+        file's units, NaN where a marker's residual is negative (invalid).
+
+    Raises:
+        ImportError: when ``ezc3d`` (the optional ``c3d`` extra) is not installed.
+        MotionFileError: when the file cannot be read.
+    """
+    try:
+        import ezc3d
+    except ImportError:
+        raise ImportError(
+            "jaxmb.io.read_c3d needs the optional 'c3d' extra: pip install \"jaxmb[c3d]\""
+            " (or pip install ezc3d)"
+        ) from None
+    path = Path(path)
+    if not path.is_file():
+        raise MotionFileError(f"{path}: file not found")
+    try:
+        c = ezc3d.c3d(str(path), extract_forceplat_data=True)
+    except Exception as e:  # ezc3d raises plain RuntimeErrors
+        raise MotionFileError(f"{path}: ezc3d cannot read it ({e})") from None
+    pts = np.asarray(c["data"]["points"], dtype=float)  # (4, m, n)
+    labels = tuple(c["parameters"]["POINT"]["LABELS"]["value"])
+    rate = float(np.asarray(c["parameters"]["POINT"]["RATE"]["value"]).reshape(-1)[0])
+    units_p = c["parameters"]["POINT"].get("UNITS", {}).get("value", ["mm"])
+    positions = np.transpose(pts[:3], (2, 1, 0)).copy()
+    if "meta_points" in c["data"] and "residuals" in c["data"]["meta_points"]:
+        res = np.asarray(c["data"]["meta_points"]["residuals"], dtype=float)  # (1, m, n)
+        positions[np.transpose(res[0] < 0)] = np.nan
+    n = positions.shape[0]
+    first = int(c["header"]["points"]["first_frame"])
+    markers = TRCData(
+        time=np.arange(n) / rate,
+        frames=np.arange(first + 1, first + 1 + n),
+        markers=labels,
+        positions=positions,
+        units=str(units_p[0]) if len(units_p) else "mm",
+        data_rate=rate,
+        camera_rate=rate,
+    )
+    analogs = np.asarray(c["data"]["analogs"], dtype=float)
+    analogs = analogs.reshape(analogs.shape[-2], -1) if analogs.size else np.zeros((0, 0))
+    a_labels = tuple(c["parameters"].get("ANALOG", {}).get("LABELS", {}).get("value", []))
+    a_rate = c["parameters"].get("ANALOG", {}).get("RATE", {}).get("value", [np.nan])
+    platforms = []
+    for p in c["data"].get("platform", []):
+        platforms.append(
+            dict(
+                force=np.asarray(p["force"], dtype=float).T,
+                moment=np.asarray(p["moment"], dtype=float).T,
+                center_of_pressure=np.asarray(p["center_of_pressure"], dtype=float).T,
+                unit_force=p.get("unit_force"),
+                unit_moment=p.get("unit_moment"),
+                unit_position=p.get("unit_position"),
+            )
+        )
+    return dict(
+        markers=markers,
+        analog_rate=float(np.asarray(a_rate).reshape(-1)[0]) if len(a_rate) else float("nan"),
+        analog_labels=a_labels,
+        analogs=analogs,
+        platforms=platforms,
+    )
