@@ -105,11 +105,7 @@ def main():
             "max_abs_diff_m": diff,
         }
         result["ratio_opensim_over_jaxmb"] = t_os / t_jax
-    name = (
-        "moment_arms"
-        + ("_float32" if args.float32 else "")
-        + ("" if jax.default_backend() == "cpu" else f"_{jax.default_backend()}")
-    )
+    name = "moment_arms" + ("" if jax.default_backend() == "cpu" else f"_{jax.default_backend()}")
     print("saved", save_results(name, result))
 
 
