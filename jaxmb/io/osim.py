@@ -65,6 +65,8 @@ __all__ = [
     "read_osim",
     "load_osim",
     "osim_muscle_specs",
+    "osim_muscles",
+    "model_with_muscles",
     "SUPPORTED_JOINTS",
     "SUPPORTED_MUSCLES",
 ]
@@ -1058,3 +1060,58 @@ def load_osim(path: str | Path, *, zero_inertia: tuple[str, ...] = ()) -> Model:
 def osim_muscle_specs(path: str | Path) -> list[MuscleSpec]:
     """The muscles of an ``.osim`` file as plain data (type, parameters, path points, wraps)."""
     return list(_Parser(path).muscles())
+
+
+def osim_muscles(imp: OsimImport, *, skip_unsupported: bool = False) -> list:
+    """jaxmb musculotendon units (:class:`jaxmb.muscles.Muscle`) for an imported model's muscles.
+
+    Path points are moved into the jaxmb body frames; a ConditionalPathPoint reads its coordinate
+    (which must be independent). Muscles with wrap objects or MovingPathPoints are not built yet
+    (see ``docs/osim_import.md``): they raise ``NotImplementedError`` naming the muscle, or are left
+    out with ``skip_unsupported=True``.
+    """
+    from ..muscles import ConditionalPathPoint, Muscle, MuscleParameters, PathPoint
+
+    out = []
+    for spec in imp.muscles:
+        why = None
+        if spec.wraps:
+            why = f"wrap objects {list(spec.wraps)}"
+        elif any(p.kind == "MovingPathPoint" for p in spec.path):
+            why = "MovingPathPoints (OpenSim functions of coordinates)"
+        if why is not None:
+            if skip_unsupported:
+                continue
+            raise NotImplementedError(
+                f"{imp.path}: muscle {spec.name!r} ({spec.kind}) has {why}; building it as a"
+                " jaxmb muscle is not supported yet (osim_muscle_specs gives its data)"
+            )
+        pts = []
+        for p in spec.path:
+            b, x = imp.point_in_model(p.body, p.location)
+            if p.kind == "PathPoint":
+                pts.append(PathPoint(b, x, p.name))
+            else:
+                if p.coordinate not in imp.model.coordinate_names:
+                    raise NotImplementedError(
+                        f"{imp.path}: muscle {spec.name!r} point {p.name!r} is conditional on"
+                        f" {p.coordinate!r}, which is not an independent coordinate"
+                    )
+                pts.append(ConditionalPathPoint(b, x, p.coordinate, p.range, p.name))
+        prm = spec.parameters
+        params = MuscleParameters(
+            prm.get("max_isometric_force", np.nan),
+            prm.get("optimal_fiber_length", np.nan),
+            prm.get("tendon_slack_length", np.nan),
+            prm.get("pennation_angle_at_optimal", 0.0),
+            prm.get("max_contraction_velocity", 10.0),
+        )
+        out.append(Muscle(spec.name, tuple(pts), (), params))
+    return out
+
+
+def model_with_muscles(imp: OsimImport, *, skip_unsupported: bool = False) -> Model:
+    """The imported model carrying the muscles :func:`osim_muscles` can build."""
+    from ..muscles import with_muscles
+
+    return with_muscles(imp.model, osim_muscles(imp, skip_unsupported=skip_unsupported))

@@ -162,6 +162,32 @@ def reference(key: str, rng) -> dict:
                 pp = pps.get(i)
                 x = pp.getLocationInGround(state)
                 points[f"{muscles.get(k).getName()}/{i}"] = [x.get(j) for j in range(3)]
+        lengths = {}
+        for k in range(muscles.getSize()):
+            lengths[muscles.get(k).getName()] = muscles.get(k).getLength(state)
+        # -dL/dq by central differences of OpenSim's path length (coupled coordinates follow)
+        h = 1e-6
+        dLdq = np.zeros((len(indep), muscles.getSize()))
+        for j, n in enumerate(indep):
+            Ls = []
+            for sgn in (1.0, -1.0):
+                qq = dict(q)
+                qq[n] += sgn * h
+                Qh = dict(qq)
+                todo = dict(coup)
+                while todo:
+                    for d, (i, f, s) in list(todo.items()):
+                        if i in Qh:
+                            Qh[d] = s * f.calcValue(osim.Vector(1, Qh[i]))
+                            del todo[d]
+                for m2 in names:
+                    cs.get(m2).setValue(state, Qh[m2], False)
+                model.realizePosition(state)
+                Ls.append([muscles.get(k).getLength(state) for k in range(muscles.getSize())])
+            dLdq[j] = (np.asarray(Ls[0]) - np.asarray(Ls[1])) / (2 * h)
+        for n in names:
+            cs.get(n).setValue(state, Q[n], False)
+        model.realizeDynamics(state)
         T = {}
         for b in bodies:
             X = model.getBodySet().get(b).getTransformInGround(state)
@@ -179,6 +205,8 @@ def reference(key: str, rng) -> dict:
                 G=(Pm.T @ G).tolist(),
                 body_transforms=T,
                 path_points_in_ground=points,
+                muscle_lengths=lengths,
+                moment_arms_fd=(-dLdq).tolist(),
             )
         )
     return dict(
