@@ -316,3 +316,13 @@ def test_live_against_opensim(key):
         G = np.asarray(eqx.filter_jit(gravity_forces)(imp.model, q))
         assert np.abs(M - np.asarray(pose["M"])).max() < REL * np.abs(np.asarray(pose["M"])).max()
         assert np.abs(G - np.asarray(pose["G"])).max() < REL * np.abs(np.asarray(pose["G"])).max()
+
+
+def test_wrap_object_specs():
+    imp, _ = _import("arm26")
+    w = imp.wrap_objects
+    assert set(w) == {"TRIlongglen", "TRI", "TRIlonghh", "BIClonghh"}
+    tri = w["TRI"]
+    assert tri.kind == "WrapCylinder" and tri.body == "r_humerus" and tri.quadrant == "all"
+    assert tri.parameters["radius"] == 0.016
+    np.testing.assert_allclose(tri.rotation.T @ tri.rotation, np.eye(3), atol=1e-15)

@@ -39,6 +39,7 @@ import dataclasses
 import posixpath
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import equinox as eqx
 import jax.numpy as jnp
@@ -62,6 +63,7 @@ __all__ = [
     "OsimJointMap",
     "PathPointSpec",
     "MuscleSpec",
+    "WrapObjectSpec",
     "read_osim",
     "load_osim",
     "osim_muscle_specs",
@@ -210,6 +212,25 @@ class PathPointSpec:
 
 
 @dataclasses.dataclass(frozen=True)
+class WrapObjectSpec:
+    """A wrap object as plain data, in its OpenSim body's frame.
+
+    ``kind`` is the OpenSim type (WrapCylinder, WrapEllipsoid, WrapSphere, WrapTorus);
+    ``rotation`` (3, 3) has the wrap frame's axes as columns (``xyz_body_rotation``, body-fixed
+    X-Y-Z); ``translation`` (3,) m; ``parameters``: radius, length, dimensions (m), as present.
+    """
+
+    name: str
+    kind: str
+    body: str
+    translation: tuple[float, float, float]
+    rotation: np.ndarray
+    quadrant: str
+    active: bool
+    parameters: dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
 class MuscleSpec:
     """A muscle as plain data: type, parameters (SI units, angles in rad), path and wrapping."""
 
@@ -280,6 +301,7 @@ class OsimImport:
             for points given in the OpenSim body's frame (m).
         jaxmb_joints: per jaxmb joint, ``"<OpenSim joint>/<axis>"`` (``fixed`` for welds).
         muscles: muscle specifications.
+        wrap_objects: ``{name: WrapObjectSpec}`` of every body's wrap objects.
         version: the file's OpenSim document version (e.g. 40000, 30000).
         path: the file.
     """
@@ -293,6 +315,7 @@ class OsimImport:
     muscles: tuple[MuscleSpec, ...]
     version: int
     path: str
+    wrap_objects: dict[str, WrapObjectSpec] = dataclasses.field(default_factory=dict)
 
     def point_in_model(self, body: str, location) -> tuple[int, np.ndarray]:
         """``(jaxmb body index, position in that body's frame)`` of a point on an OpenSim body."""
@@ -749,6 +772,36 @@ class _Parser:
         applies = _bool(m, "appliesForce", True) and not _bool(m, "isDisabled", False)
         return MuscleSpec(name, kind, params, tuple(path), wraps, applies)
 
+    def wrap_objects(self) -> dict[str, WrapObjectSpec]:
+        out = {}
+        for holder, bname in [(self.model_el.find("Ground"), "ground")] + [
+            (b, b.get("name")) for b in self.model_el.iter("Body")
+        ]:
+            if holder is None:
+                continue
+            for wo in holder.findall("WrapObjectSet/objects/*"):
+                name = wo.get("name")
+                w = self.where(f"{wo.tag} {name!r} on body {bname!r}")
+                params: dict[str, Any] = {}
+                for tag, n in (("radius", 1), ("length", 1), ("dimensions", 3)):
+                    if wo.find(tag) is not None:
+                        v = _vec(wo, tag, n, w)
+                        params[tag] = float(v[0]) if n == 1 else tuple(v.tolist())
+                for tag in ("inner_radius", "outer_radius"):
+                    if wo.find(tag) is not None:
+                        params[tag] = float(_vec(wo, tag, 1, w)[0])
+                out[name] = WrapObjectSpec(
+                    name=name,
+                    kind=wo.tag,
+                    body=bname,
+                    translation=tuple(_vec(wo, "translation", 3, w, default=(0, 0, 0)).tolist()),
+                    rotation=body_fixed_xyz(_vec(wo, "xyz_body_rotation", 3, w, default=(0, 0, 0))),
+                    quadrant=(_text(wo, "quadrant") or "all").strip(),
+                    active=_bool(wo, "active", True),
+                    parameters=params,
+                )
+        return out
+
     def _body_of(self, p: ET.Element, w: str) -> str:
         b = _text(p, "body")
         if b is not None:
@@ -1020,6 +1073,7 @@ def read_osim(path: str | Path, *, zero_inertia: tuple[str, ...] = ()) -> OsimIm
         muscles=P.muscles(),
         version=P.version,
         path=P.path,
+        wrap_objects=P.wrap_objects(),
     )
 
 
