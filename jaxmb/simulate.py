@@ -45,7 +45,8 @@ class Trajectory(eqx.Module):
     """The result of :func:`simulate`.
 
     Attributes:
-        ts: (nt,) output times (s); ``inf`` after an early stop (``throw=False``).
+        ts: (nt,) output times (s). After an early stop (``throw=False``) the requested times not
+            reached are ``inf``; with the default ``ts`` the last entry is the time reached.
         q: (nt, nq) coordinates. qd: (nt, nq) velocities.
         stats: dict of solver statistics: ``num_steps``, ``num_accepted_steps``,
             ``num_rejected_steps``, ``max_steps``.
@@ -165,6 +166,42 @@ def _prepare(model, q0, qd0, t0, t1, ts, dt0, rtol, atol, dtmin, solver, batch_d
     return q0, qd0, f(t0), f(t1), ts, f(dt0), f(rtol), f(atol), f(dtmin)
 
 
+@eqx.filter_jit
+def _probe_states(model, tau, t, q, qd):
+    """Joint map and right-hand side at the stop state and at Euler predictions a little ahead."""
+    h = jnp.concatenate([jnp.zeros(1), jnp.logspace(-14, -1, 27)]) * jnp.maximum(1.0, jnp.abs(t))
+    qdd0, _ = _forward_dynamics(model, q, qd, tau, t)
+
+    def at(hk):
+        qk, qdk = q + hk * qd, qd + hk * jnp.where(jnp.isfinite(qdd0), qdd0, 0.0)
+        f_ok = jnp.all(jnp.isfinite(model.joint_map(qk)))
+        _, rhs_ok = _forward_dynamics(model, qk, qdk, tau, t + hk)
+        return qk, f_ok, rhs_ok
+
+    return jax.vmap(at)(h)
+
+
+def _probe(model, tau, t, q, qd) -> str:
+    """Words for the first non-finite joint map / right-hand side at or just past the stop."""
+    qs, f_ok, rhs_ok = (np.asarray(x) for x in _probe_states(model, tau, t, q, qd))
+    bad_f = np.flatnonzero(~f_ok)
+    bad_rhs = np.flatnonzero(~rhs_ok)
+    if bad_f.size:
+        k = bad_f[0]
+        return (
+            " The joint map did not converge / has no solution (non-finite joint variables) at"
+            f" q = {qs[k].tolist()}, {'the stop state' if k == 0 else 'just past the stop state'}."
+        )
+    if bad_rhs.size:
+        k = bad_rhs[0]
+        return (
+            " The right-hand side is not finite (NaN/inf q̈: a singular mass matrix or a non-finite"
+            f" applied force) at q = {qs[k].tolist()},"
+            f" {'the stop state' if k == 0 else 'just past the stop state'}."
+        )
+    return ""
+
+
 def _diagnose(model, traj: Trajectory, tau, index=None) -> str:
     """Why a solve stopped early, in words (evaluated eagerly at the state where it stopped)."""
     pick = (lambda x: x) if index is None else (lambda x: x[index])
@@ -183,22 +220,8 @@ def _diagnose(model, traj: Trajectory, tau, index=None) -> str:
         cause = "step-size collapse: the adaptive step fell below dtmin"
     else:
         cause = f"diffrax stopped with result code {int(res)}"
-    detail = ""
-    mdl = model
     try:
-        f = np.asarray(mdl.joint_map(q))
-        if not np.all(np.isfinite(f)):
-            detail = (
-                " The joint map did not converge / has no solution there (non-finite joint "
-                f"variables {f.tolist()})."
-            )
-        else:
-            qdd, ok = _forward_dynamics(mdl, q, qd, tau, t_end)
-            if not bool(ok):
-                detail = (
-                    " The right-hand side is not finite there (NaN/inf q̈: a singular mass"
-                    " matrix or a non-finite applied force)."
-                )
+        detail = _probe(model, tau, t_end, q, qd)
     except Exception as e:  # diagnosis must not hide the original failure
         detail = f" (Diagnosis of the right-hand side failed: {e})"
     return f"{cause} {where}.{detail}"
