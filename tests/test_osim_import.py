@@ -326,3 +326,15 @@ def test_wrap_object_specs():
     assert tri.kind == "WrapCylinder" and tri.body == "r_humerus" and tri.quadrant == "all"
     assert tri.parameters["radius"] == 0.016
     np.testing.assert_allclose(tri.rotation.T @ tri.rotation, np.eye(3), atol=1e-15)
+
+
+def test_load_osim_muscle_modes():
+    path = DATA / "osim" / "arm26.osim"
+    with pytest.warns(UserWarning, match=r"5 of 6 muscles not imported.*'TRIlong'"):
+        model = load_osim(path)
+    assert model.muscle_names == ("BICshort",)
+    assert load_osim(path, muscles="none").muscle_names == ()
+    with pytest.raises(NotImplementedError, match="'TRIlong'"):
+        load_osim(path, muscles="all")
+    with pytest.raises(ValueError, match="muscles must be"):
+        load_osim(path, muscles="some")

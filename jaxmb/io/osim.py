@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import posixpath
+import warnings
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -1101,14 +1102,36 @@ def _markers(P: _Parser, body_frames) -> dict:
     return out
 
 
-def load_osim(path: str | Path, *, zero_inertia: tuple[str, ...] = ()) -> Model:
+def load_osim(
+    path: str | Path, *, zero_inertia: tuple[str, ...] = (), muscles: str = "supported"
+) -> Model:
     """Load an OpenSim model (4.x or 3.0 ``.osim``) as a jaxmb :class:`~jaxmb.model.Model`.
 
     ``model.coordinate_names`` are OpenSim's independent coordinates (coupled ones are folded into
     the joint map); ``model.points`` holds the model's markers. See :func:`read_osim` for the
-    import's details (coupled and locked coordinates, body frames, muscles).
+    import's details (coupled and locked coordinates, body frames, muscle specifications).
+
+    Args:
+        path: the ``.osim`` file.
+        zero_inertia: OpenSim bodies whose placeholder inertia is set to zero.
+        muscles: ``"supported"`` (default) builds ``model.muscles`` from the muscles jaxmb can
+            represent and warns naming those it leaves out (wrap objects, moving path points);
+            ``"all"`` raises ``NotImplementedError`` instead; ``"none"`` imports no muscles.
     """
-    return read_osim(path, zero_inertia=zero_inertia).model
+    imp = read_osim(path, zero_inertia=zero_inertia)
+    if muscles == "none" or not imp.muscles:
+        return imp.model
+    if muscles not in ("supported", "all"):
+        raise ValueError(f"muscles must be 'supported', 'all' or 'none', got {muscles!r}")
+    model = model_with_muscles(imp, skip_unsupported=muscles == "supported")
+    left = [m.name for m in imp.muscles if m.name not in model.muscle_names]
+    if left:
+        warnings.warn(
+            f"{imp.path}: {len(left)} of {len(imp.muscles)} muscles not imported (wrap objects or"
+            f" moving path points are not supported yet): {left}",
+            stacklevel=2,
+        )
+    return model
 
 
 def osim_muscle_specs(path: str | Path) -> list[MuscleSpec]:
