@@ -1,7 +1,6 @@
 """jaxmb: differentiable multibody dynamics with empirical joint maps f(q), in JAX.
 
 The curated public API. Functions follow ``algorithm(model, ...)``; models are immutable pytrees.
-Stages are imported on first use (``jaxmb.mass_matrix`` loads :mod:`jaxmb.dynamics`).
 """
 
 import importlib
@@ -26,48 +25,44 @@ from .model import Body, Model, ModelError, build_model  # noqa: E402
 
 __version__ = "0.1.0"
 
-# name -> module of the public functions of the later pipeline stages
-_PUBLIC = {
-    "joint_values": "coupling",
-    "joint_gradients": "coupling",
-    "joint_hessians": "coupling",
-    "ImplicitMap": "coupling",
-    "ImplicitSolution": "coupling",
-    "PremodelMap": "coupling",
-    "premodel": "coupling",
-    "joint_loads": "newton_euler",
-    "mass_matrix": "dynamics",
-    "bias_forces": "dynamics",
-    "gravity_forces": "dynamics",
-    "applied_forces": "dynamics",
-    "forward_dynamics": "dynamics",
-    "inverse_dynamics": "dynamics",
-    "kinetic_energy": "dynamics",
-    "potential_energy": "dynamics",
-    "simulate": "simulate",
-    "simulate_batch": "simulate",
-    "Trajectory": "simulate",
-    "muscle_lengths": "muscles",
-    "muscle_velocities": "muscles",
-    "moment_arms": "muscles",
-}
+from .coupling import (  # noqa: E402
+    ImplicitMap,
+    ImplicitSolution,
+    PremodelMap,
+    joint_gradients,
+    joint_hessians,
+    joint_values,
+    premodel,
+)
+from .dynamics import (  # noqa: E402
+    applied_forces,
+    bias_forces,
+    forward_dynamics,
+    gravity_forces,
+    inverse_dynamics,
+    kinetic_energy,
+    mass_matrix,
+    potential_energy,
+)
+from .muscles import moment_arms, muscle_lengths, muscle_velocities  # noqa: E402
+from .newton_euler import joint_loads  # noqa: E402
+from .simulate import SimulationError, Trajectory, simulate, simulate_batch  # noqa: E402
+
+# Submodules that are loaded on first use (their names are not shadowed by functions).
 _SUBMODULES = {
-    "dynamics",
     "forces",
-    "simulate",
-    "muscles",
     "sharing",
+    "hill",
     "control",
     "identify",
-    "newton_euler",
+    "batch",
     "gait",
     "io",
+    "cli",
 }
 
 
 def __getattr__(name):
-    if name in _PUBLIC:
-        return getattr(importlib.import_module(f"{__name__}.{_PUBLIC[name]}"), name)
     if name in _SUBMODULES:
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'jaxmb' has no attribute {name!r}")
