@@ -6,6 +6,7 @@ target). Andrews' squeezer: spring stiffness c0 and the mass of body K3 from β(
 a double pendulum: the second body's mass and the first link's length.
 """
 
+import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -95,3 +96,35 @@ def test_identify_rejects_bad_input():
         identify(m, lambda m: m.mass, data, bounds=[None, None])
     with pytest.raises(ValueError, match="optimizer"):
         identify(m, lambda m: m.mass, data, optimizer="sgd")
+
+
+@pytest.mark.slow
+def test_andrews_spring_stiffness_and_body_mass_lbfgs():
+    """Recover c0 and the mass of K3 from β(t) of Andrews' squeezer (0.03 s, 1e-3 rad noise)."""
+    from jaxmb.models import andrews as an
+
+    true = an.andrews_squeezer()
+    k3 = true.body_names.index("K3")
+    c0, m3 = float(true.forces[0].stiffness), float(true.mass[k3])
+    ts = jnp.linspace(0.0, 0.03, 31)
+    q0, qd0 = jnp.array([an.BETA0]), jnp.zeros(1)
+    data = noisy_observations(true, q0, qd0, ts, seed=1)
+    guess = eqx.tree_at(
+        lambda m: (m.forces[0].stiffness, m.mass), true, (0.9 * c0, true.mass.at[k3].set(1.1 * m3))
+    )
+    res = identify(
+        guess,
+        lambda m: (m.forces[0].stiffness, m.mass),
+        data,
+        elements=[None, k3],
+        bounds=[(0.0, None), (0.0, None)],
+        optimizer="lbfgs",
+        max_iter=40,
+        gtol=1e-6,
+        rtol=1e-9,
+        atol=1e-9,
+    )
+    c0_fit, m3_fit = float(res.params[0]), float(res.params[1])
+    print(f"andrews: c0 {c0_fit:.6g} (true {c0:.6g}), m3 {m3_fit:.6g} (true {m3:.6g})")
+    assert abs(c0_fit / c0 - 1) < 0.01
+    assert abs(m3_fit / m3 - 1) < 0.01
