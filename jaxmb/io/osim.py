@@ -119,6 +119,19 @@ def _vec(el, tag, n, where, default=None) -> np.ndarray:
     return v
 
 
+def _socket(el, name: str) -> str | None:
+    """A socket's connectee path, in the 4.0 final and the 4.0 beta spellings."""
+    for tag in (
+        f"socket_{name}",
+        f"socket_{name}_connectee_name",
+        f"connector_{name}_connectee_name",
+    ):
+        t = _text(el, tag)
+        if t is not None:
+            return t
+    return None
+
+
 def _bool(el, tag, default=False) -> bool:
     t = _text(el, tag)
     if t is None:
@@ -477,7 +490,7 @@ class _Parser:
                     name = child.get("name")
                     fpath = posixpath.join(owner, name)
                     w = self.where(f"PhysicalOffsetFrame {fpath!r}")
-                    sp = _text(child, "socket_parent")
+                    sp = _socket(child, "parent")
                     if sp is None:
                         raise OsimImportError(f"{w}: missing <socket_parent>")
                     ppath = self._resolve(sp, fpath)
@@ -637,7 +650,7 @@ class _Parser:
         self._check_type(j)
         jname = j.get("name")
         jpath = f"/jointset/{jname}"
-        sp, sc = _text(j, "socket_parent_frame"), _text(j, "socket_child_frame")
+        sp, sc = _socket(j, "parent_frame"), _socket(j, "child_frame")
         if sp is None or sc is None:
             raise OsimImportError(self.where(f"{j.tag} {jname!r}: missing parent or child frame"))
         parent, X_PF = self._frame_to_body(
