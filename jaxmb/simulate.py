@@ -202,6 +202,15 @@ def _probe(model, tau, t, q, qd) -> str:
     return ""
 
 
+def _first_line(e: Exception) -> str:
+    """The message of an equinox runtime error without its stack-trace boilerplate."""
+    for ln in str(e).splitlines():
+        _, sep, msg = ln.partition("RuntimeError: ")
+        if sep and msg.strip() and "stack" not in msg:
+            return msg.strip()
+    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+
+
 def _diagnose(model, traj: Trajectory, tau, index=None) -> str:
     """Why a solve stopped early, in words (evaluated eagerly at the state where it stopped)."""
     pick = (lambda x: x) if index is None else (lambda x: x[index])
@@ -270,22 +279,30 @@ def simulate(
     """
     args = _prepare(model, q0, qd0, t0, t1, ts, dt0, rtol, atol, dtmin, solver)
     q0, qd0, t0, t1, ts, dt0, rtol, atol, dtmin = args
-    traj = _solve_jit(
-        model,
-        q0,
-        qd0,
-        t0,
-        t1,
-        ts,
-        tau,
-        dt0,
-        rtol,
-        atol,
-        dtmin,
-        solver=solver,
-        max_steps=int(max_steps),
-        progress=bool(progress),
-    )
+    try:
+        traj = _solve_jit(
+            model,
+            q0,
+            qd0,
+            t0,
+            t1,
+            ts,
+            tau,
+            dt0,
+            rtol,
+            atol,
+            dtmin,
+            solver=solver,
+            max_steps=int(max_steps),
+            progress=bool(progress),
+        )
+    except eqx.EquinoxRuntimeError as e:
+        # a check inside the right-hand side fired (an implicit joint map that did not
+        # converge, a singular mass matrix): say where it came from
+        raise SimulationError(
+            f"simulate({model.name!r}, solver={solver!r}): the right-hand side raised during "
+            f"integration: {_first_line(e)}"
+        ) from e
     if throw and not bool(traj.successful):
         raise SimulationError(
             f"simulate({model.name!r}, solver={solver!r}): " + _diagnose(model, traj, tau)
@@ -356,22 +373,30 @@ def simulate_batch(
         raise ValueError(
             f"q0s and qd0s have different batch sizes: {q0s.shape[0]} vs {qd0s.shape[0]}"
         )
-    traj = _batch_solve_jit(
-        model,
-        q0s,
-        qd0s,
-        t0,
-        t1,
-        ts,
-        tau,
-        dt0,
-        rtol,
-        atol,
-        dtmin,
-        model_axes=model_axes,
-        solver=solver,
-        max_steps=int(max_steps),
-    )
+    try:
+        traj = _batch_solve_jit(
+            model,
+            q0s,
+            qd0s,
+            t0,
+            t1,
+            ts,
+            tau,
+            dt0,
+            rtol,
+            atol,
+            dtmin,
+            model_axes=model_axes,
+            solver=solver,
+            max_steps=int(max_steps),
+        )
+    except eqx.EquinoxRuntimeError as e:
+        # a check inside the right-hand side fired (an implicit joint map that did not
+        # converge, a singular mass matrix): say where it came from
+        raise SimulationError(
+            f"simulate_batch({model.name!r}, solver={solver!r}): the right-hand side raised during "
+            f"integration: {_first_line(e)}"
+        ) from e
     if throw:
         ok = np.asarray(traj.successful)
         if not ok.all():

@@ -6,6 +6,8 @@ integrator implementation); the diffrax solutions at rtol = atol = 1e-10 must ag
 
 from __future__ import annotations
 
+import importlib
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -15,8 +17,10 @@ from scipy.integrate import solve_ivp
 
 import jaxmb as mb
 from jaxmb import dynamics as dy
-from jaxmb import simulate as sim
 from jaxmb.models.chain import chain
+
+# jaxmb.simulate is the public function; the module by its full name
+sim = importlib.import_module("jaxmb.simulate")
 
 T1 = 0.5
 TS = np.linspace(0.0, T1, 6)
@@ -186,3 +190,10 @@ def test_simulation_is_differentiable(pendulum):
     g = jax.grad(final)(0.4)
     h = 1e-5
     np.testing.assert_allclose(g, (final(0.4 + h) - final(0.4 - h)) / (2 * h), rtol=1e-5)
+
+
+def test_public_name_is_the_function(pendulum):
+    q0 = jnp.array([0.2, 0.1])
+    a = mb.simulate(pendulum, q0, jnp.zeros(2), 0.1)
+    b = sim.simulate(pendulum, q0, jnp.zeros(2), 0.1)
+    np.testing.assert_array_equal(a.q, b.q)
