@@ -53,7 +53,8 @@ class Body:
         angle: θ, the constant rotation (rad) of a prismatic joint about ``axis``.
         mass: kg (0 for the massless bodies of a multi-DOF joint chain).
         com: centre of mass in the body frame (m).
-        inertia: 3×3 inertia tensor about the centre of mass in body axes (kg·m²).
+        inertia: 3×3 inertia tensor about the centre of mass in body axes (kg·m²); all zeros for
+            a point mass, otherwise positive definite when ``mass > 0``.
     """
 
     name: str
@@ -402,6 +403,8 @@ def _check_inertia(I, mass: float, where: str) -> np.ndarray:
     scale = max(np.abs(I).max(), 1e-300)
     if np.abs(I - I.T).max() > 1e-12 * scale:
         raise ModelError(f"{where}: inertia tensor is not symmetric: {I.tolist()}")
+    if not np.any(I):
+        return I  # a point mass (mass > 0) or a massless body: no rotational inertia
     ev = np.linalg.eigvalsh(I)
     if mass > 0 and ev.min() <= 0:
         raise ModelError(
@@ -413,6 +416,4 @@ def _check_inertia(I, mass: float, where: str) -> np.ndarray:
         raise ModelError(
             f"{where}: principal moments {ev.tolist()} violate the triangle inequality"
         )
-    if mass == 0 and np.abs(I).max() > 0:
-        pass  # a massless body with rotational inertia (a flywheel on a massless link) is allowed
     return I

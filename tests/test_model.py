@@ -164,11 +164,15 @@ def test_non_symmetric_inertia():
     raises(LOWER + ": inertia tensor is not symmetric", two_bodies(inertia=I))
 
 
-@pytest.mark.parametrize(
-    "I", [np.diag([0.02, 0.03, 0.0]), np.diag([0.02, -0.01, 0.02]), np.zeros((3, 3))]
-)
+@pytest.mark.parametrize("I", [np.diag([0.02, 0.03, 0.0]), np.diag([0.02, -0.01, 0.02])])
 def test_non_positive_definite_inertia(I):
     raises(LOWER + ": inertia tensor is not positive definite", two_bodies(inertia=I))
+
+
+def test_point_mass_is_allowed():
+    # OpenSim models (double_pendulum) use point masses: mass > 0 with zero inertia.
+    model = mb.build_model(two_bodies(inertia=np.zeros((3, 3))))
+    assert float(model.mass[1]) > 0 and not np.any(np.asarray(model.inertia[1]))
 
 
 def test_massless_body_with_negative_inertia():
