@@ -170,21 +170,19 @@ def _wrap_case(seed, kind, quadrant="all"):
 
 @pytest.mark.parametrize("kind", ["cylinder", "sphere", "ellipsoid"])
 @pytest.mark.parametrize("quadrant", ["all", "x", "-y"])
-@settings(max_examples=3)
+@settings(max_examples=2)
 @given(seed=st.integers(0, 2**31 - 1))
 def test_wrapped_moment_arms_equal_minus_dL_dq(kind, quadrant, seed):
     model, q, straight = _wrap_case(seed, kind, quadrant)
     L = mu.muscle_lengths(model, q)
     assert float(L[0]) >= straight - 1e-12  # a wrap only lengthens the path
-    R = mu.moment_arms(model, q)
-    R_ad = -jax.jacfwd(lambda x: mu.muscle_lengths(model, x))(q).T
+    if quadrant == "all":
+        assert float(L[0]) > straight * (1 + 1e-4)  # the object sits on the straight line: it wraps
+    # at the pose and at nearby poses (wrap on or off), one compiled batch
+    qs = jnp.stack([q, q + 0.05, q - 0.1])
+    R = jax.jit(jax.vmap(lambda x: mu.moment_arms(model, x)))(qs)
+    R_ad = jax.jit(jax.vmap(lambda x: -jax.jacfwd(lambda y: mu.muscle_lengths(model, y))(x).T))(qs)
     assert _rel_err(R, R_ad) < TOL
-    # and at nearby poses (wrap on or off)
-    for dq in (0.05, -0.1):
-        q2 = q + dq
-        R2 = mu.moment_arms(model, q2)
-        R2_ad = -jax.jacfwd(lambda x: mu.muscle_lengths(model, x))(q2).T
-        assert _rel_err(R2, R2_ad) < TOL
 
 
 def test_cylinder_wrap_is_the_unrolled_geodesic():
