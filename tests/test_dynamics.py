@@ -195,7 +195,7 @@ def _round_trip(model, q, qd, tau, qdd2):
     )
 
 
-@settings(max_examples=6)
+@settings(max_examples=4)
 @given(massive_models(), st.integers(0, 2**31 - 1))
 def test_forward_inverse_round_trip(model, seed):
     q, qd, tau = _state(model, seed)

@@ -71,16 +71,13 @@ def test_default_saves_t0_and_t1_and_tau_forms(pendulum):
     b = sim.simulate(pendulum, q0, qd0, 0.2, tau=lambda t, q, qd: tau)
     np.testing.assert_allclose(a.q, b.q, atol=1e-14)
     assert not np.allclose(a.q[-1], tr.q[-1])
-    # a time-dependent feedback torque reaches the right-hand side
-    c = sim.simulate(pendulum, q0, qd0, 0.2, tau=lambda t, q, qd: -5.0 * qd + t * tau)
-    assert np.all(np.isfinite(np.asarray(c.q)))
 
 
 def test_max_steps_failure_is_reported(pendulum):
-    with pytest.raises(sim.SimulationError, match=r"maximum number of steps \(max_steps=5\)"):
-        sim.simulate(pendulum, jnp.array([0.9, 0.1]), jnp.zeros(2), 5.0, max_steps=5)
     ts = jnp.linspace(0.0, 5.0, 3)
     q0 = jnp.array([0.9, 0.1])
+    with pytest.raises(sim.SimulationError, match=r"maximum number of steps \(max_steps=5\)"):
+        sim.simulate(pendulum, q0, jnp.zeros(2), 5.0, ts, max_steps=5)
     tr = sim.simulate(pendulum, q0, jnp.zeros(2), 5.0, ts, max_steps=5, throw=False)
     assert not bool(tr.successful)
     assert 0.0 < float(tr.t_final) < 5.0
