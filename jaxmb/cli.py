@@ -288,6 +288,16 @@ def _force_body(model, body) -> int:
     return int(body)
 
 
+def _cmd_inverse_dynamics(args) -> int:
+    from .gait import GaitDataError
+    from .newton_euler import NewtonEulerError
+
+    try:
+        return args.func(args)
+    except (GaitDataError, NewtonEulerError, OSError) as e:
+        raise CliError(str(e).splitlines()[0]) from None
+
+
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="jaxmb", description="jaxmb: multibody dynamics with joint maps f(q), in JAX."
@@ -306,6 +316,9 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--no-plot", action="store_true", help="write the CSV only")
     sp.add_argument("--points", type=int, default=301, help="output samples (default 301)")
     sp.add_argument("--max-steps", type=int, default=100_000, help="solver step budget")
+    from .gait import add_inverse_dynamics_parser
+
+    add_inverse_dynamics_parser(sub)
     return ap
 
 
@@ -315,6 +328,8 @@ def main(argv=None) -> int:
     try:
         if args.command == "models":
             return _cmd_models(args)
+        if args.command == "inverse-dynamics":
+            return _cmd_inverse_dynamics(args)
         if args.points < 2:
             raise CliError(f"--points must be at least 2, got {args.points}")
         return _cmd_simulate(args)
