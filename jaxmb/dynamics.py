@@ -48,11 +48,18 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
-import numpy as np
 from jaxtyping import Array, Float
 
 from . import matcalc
-from .kinematics import kinematics, local_transforms, rotation
+from .kinematics import (
+    TreeKinematics,
+    compose_transforms,
+    kinematics,
+    local_transforms,
+    small_einsum,
+    spatial_twists,
+    tree_kinematics,
+)
 from .model import Model
 
 __all__ = [
@@ -107,25 +114,9 @@ def pseudo_inertia(model: Model) -> Float[Array, "nb 4 4"]:
 # ----------------------------------------------------------------------------------------------
 
 
-def _jump_schedule(parent) -> list[np.ndarray]:
-    """Static pointer-jumping schedule: before step s, ptr[i] is the 2^s-th ancestor (or ground)."""
-    nb = len(parent)
-    ptr = np.where(np.asarray(parent) < 0, nb, np.asarray(parent))
-    steps = []
-    while np.any(ptr < nb):
-        steps.append(ptr.copy())
-        ext = np.append(ptr, nb)
-        ptr = ext[ptr]
-    return steps
-
-
 def _world_poses(model: Model, f: Float[Array, " nj"]) -> Float[Array, "nb 4 4"]:
-    """``⁰ᵢA₄`` by pointer jumping: ⌈log₂ depth⌉ batched 4×4 products, no per-body loop."""
-    T = local_transforms(model, f)
-    eye = jnp.eye(4, dtype=T.dtype)[None]
-    for ptr in _jump_schedule(model.parent):
-        T = jnp.concatenate([T, eye], axis=0)[ptr] @ T
-    return T
+    """``⁰ᵢA₄`` by pointer jumping (:func:`jaxmb.kinematics.compose_transforms`)."""
+    return compose_transforms(model.parent, local_transforms(model, f))
 
 
 class _TreeState(eqx.Module):
@@ -138,22 +129,16 @@ class _TreeState(eqx.Module):
     anc: Array  # (nb, nb) ancestor mask, anc[i, j] = j ⪯ i
 
 
-def _tree_state(model: Model, f: Float[Array, " nj"]) -> _TreeState:
-    A = _world_poses(model, f)
+def _tree_state(model: Model, f: Float[Array, " nj"], A=None) -> _TreeState:
+    if A is None:
+        A = _world_poses(model, f)
+    return _state_from_poses(model, A, spatial_twists(model, A))
+
+
+def _state_from_poses(model: Model, A, S) -> _TreeState:
     R, p = A[:, :3, :3], A[:, :3, 3]
-    rev = jnp.asarray(model.is_revolute)[:, None]
-    w = jnp.einsum("iab,ib->ia", R, model.axis_theta)
-    # a prismatic joint slides along V_d of the parent frame = R_i Rθᵀ V_d
-    u = jnp.einsum("iba,ib->ia", rotation(model.axis_theta, model.theta), model.axis_d)
-    slide = jnp.einsum("iab,ib->ia", R, u)
-    zero = jnp.zeros_like(w)
-    S = jnp.where(
-        rev,
-        jnp.concatenate([w, jnp.cross(p, w)], axis=1),
-        jnp.concatenate([zero, slide], axis=1),
-    )
-    c = p + jnp.einsum("iab,ib->ia", R, model.com)
-    Ic = R @ model.inertia @ jnp.swapaxes(R, 1, 2)
+    c = p + small_einsum("iab,ib->ia", R, model.com)
+    Ic = small_einsum("iab,ibc,idc->iad", R, model.inertia, R)
     anc = jnp.asarray(model.ancestors, dtype=A.dtype)
     return _TreeState(S=S, m=model.mass, c=c, Ic=Ic, anc=anc)
 
@@ -162,7 +147,7 @@ def _inertia_apply(ts: _TreeState, xi: Float[Array, "nb 6"]) -> Float[Array, "nb
     """Momentum ``I_i ξ_i`` (about the ground origin) of every body for twists ξ (nb, 6)."""
     om, v = xi[:, :3], xi[:, 3:]
     lin = ts.m[:, None] * (v + jnp.cross(om, ts.c))
-    ang = jnp.einsum("iab,ib->ia", ts.Ic, om) + jnp.cross(ts.c, lin)
+    ang = small_einsum("iab,ib->ia", ts.Ic, om) + jnp.cross(ts.c, lin)
     return jnp.concatenate([ang, lin], axis=1)
 
 
@@ -353,16 +338,62 @@ def _tau_vector(model: Model, tau, q, qd, t):
     return tau
 
 
+def _inertia_apply_columns(ts: _TreeState, X: Float[Array, "nb n 6"]) -> Float[Array, "nb n 6"]:
+    """:func:`_inertia_apply` for n twists per body at once (the columns of a twist Jacobian)."""
+    om, v = X[..., :3], X[..., 3:]
+    lin = ts.m[:, None, None] * (v + jnp.cross(om, ts.c[:, None, :]))
+    ang = small_einsum("iab,inb->ina", ts.Ic, om) + jnp.cross(ts.c[:, None, :], lin)
+    return jnp.concatenate([ang, lin], axis=-1)
+
+
+def _equations_of_motion(model: Model, kin: TreeKinematics, qd):
+    """``M`` (nq, nq) and ``N q̇ − G`` (nq,) directly in q-space from the body twist Jacobians.
+
+    ``M = Σ_i Jb_iᵀ I_i Jb_i`` and ``N q̇ − G = Σ_i Jb_iᵀ f_i`` with f_i body i's own Newton–Euler
+    wrench: the projection ``Σ_j ∇f_jᵀ S_jᵀ Σ_{i ⪰ j} f_i`` of the tree route regrouped by body, so
+    neither the nj×nj joint-space mass matrix nor the descendant sum is formed (nq ≤ nj).
+    """
+    ts = _state_from_poses(model, kin.A, kin.S)
+    gamma = small_einsum("jlm,l,m->j", kin.H, qd, qd)
+    V = small_einsum("ial,l->ia", kin.Jb, qd)
+    thd = small_einsum("jl,l->j", kin.J, qd)
+    acc_j = ts.S * gamma[:, None] + _cross_motion(V, ts.S * thd[:, None])
+    g6 = jnp.concatenate([jnp.zeros(3, V.dtype), -model.gravity])
+    Acc = small_einsum("ij,ja->ia", ts.anc, acc_j) + g6[None, :]
+    f = _inertia_apply(ts, Acc) + _cross_force(V, _inertia_apply(ts, V))
+    h = small_einsum("ial,ia->l", kin.Jb, f)
+    JbT = jnp.swapaxes(kin.Jb, 1, 2)
+    M = small_einsum("ila,ima->lm", JbT, _inertia_apply_columns(ts, JbT))
+    return M, h
+
+
+def _applied_forces_from(model: Model, kin: TreeKinematics, qd, t):
+    total = jnp.zeros(model.nq, dtype=jnp.result_type(kin.q, float))
+    for element in model.forces:
+        total = total + element.from_kinematics(model, kin, qd, t)
+    return total
+
+
+def _spd_solve(M, rhs):
+    """``M⁻¹ rhs`` for symmetric positive definite M; NaN where M is not positive definite."""
+    if M.shape[0] == 1:
+        # a 1×1 Cholesky is a division; the LAPACK call would cost more than the whole RHS
+        m = M[0, 0]
+        ok = m > 0
+        return jnp.where(ok, rhs / jnp.where(ok, m, 1.0), jnp.nan)
+    return jsl.cho_solve(jsl.cho_factor(M, lower=True), rhs)
+
+
 def _forward_dynamics(model: Model, q, qd, tau, t):
-    """q̈ and a flag that is False when M is not positive definite or anything is non-finite."""
-    f, J, H = model.joint_map.derivatives(q)
-    ts = _tree_state(model, f)
-    gamma = jnp.einsum("jlm,l,m->j", H, qd, qd)
-    h = J.T @ _rnea_theta(ts, J @ qd, gamma, model.gravity)  # N q̇ − G
-    M = J.T @ _crba_theta(ts) @ J
-    rhs = applied_forces(model, q, qd, t) + _tau_vector(model, tau, q, qd, t) - h
-    chol = jsl.cho_factor(M, lower=True)
-    qdd = jsl.cho_solve(chol, rhs)
+    """q̈ and a flag that is False when M is not positive definite or anything is non-finite.
+
+    One joint-map evaluation and one pose pass (:func:`jaxmb.kinematics.tree_kinematics`) serve
+    the equations of motion and every force element.
+    """
+    kin = tree_kinematics(model, q)
+    M, h = _equations_of_motion(model, kin, qd)
+    rhs = _applied_forces_from(model, kin, qd, t) + _tau_vector(model, tau, q, qd, t) - h
+    qdd = _spd_solve(M, rhs)
     return qdd, jnp.all(jnp.isfinite(qdd))
 
 

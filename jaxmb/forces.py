@@ -11,7 +11,10 @@ coordinates).
 
 Extension point: subclass :class:`AbstractForce` and implement :meth:`generalized_force`; define
 ``potential_energy(model, q)`` as well when the element is conservative (used by
-:func:`jaxmb.dynamics.total_energy`).
+:func:`jaxmb.dynamics.total_energy`). Forward dynamics calls :meth:`AbstractForce.from_kinematics`
+with the :class:`jaxmb.kinematics.TreeKinematics` it has already computed (joint map, poses, body
+twist Jacobians), so that a right-hand side evaluates the kinematics once for all elements; the
+default falls back to ``generalized_force``, and the built-in elements override it.
 """
 
 from __future__ import annotations
@@ -22,8 +25,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from . import matcalc
-from .kinematics import kinematics
+from .kinematics import TreeKinematics, point_jacobian_from, tree_kinematics
 
 __all__ = [
     "AbstractForce",
@@ -43,6 +45,10 @@ class AbstractForce(eqx.Module):
     @abc.abstractmethod
     def generalized_force(self, model, q, qd, t) -> Float[Array, " nq"]:
         """Generalized force (N or N·m per unit of each coordinate), shape (nq,)."""
+
+    def from_kinematics(self, model, kin: TreeKinematics, qd, t) -> Float[Array, " nq"]:
+        """:meth:`generalized_force` at ``kin.q`` from precomputed kinematics (same value)."""
+        return self.generalized_force(model, kin.q, qd, t)
 
 
 def _f64(x):
@@ -64,9 +70,7 @@ def point_jacobian(model, body, point, q) -> tuple[Float[Array, " 3"], Float[Arr
     point = jnp.asarray(point)
     if b < 0:
         return point, jnp.zeros((3, model.nq), dtype=jnp.result_type(point, q))
-    k = kinematics(model, q, second_order=False)
-    rbar = jnp.concatenate([point, jnp.ones((1,), point.dtype)])
-    return k.A[b, :3] @ rbar, jnp.einsum("abl,b->al", k.dA[b, :3], rbar)
+    return point_jacobian_from(tree_kinematics(model, q), b, point)
 
 
 class CoordinateForce(AbstractForce):
@@ -104,6 +108,12 @@ class JointTorque(AbstractForce):
             raise ValueError(f"JointTorque: joint {self.joint!r} is not a joint of the model")
         return model.joint_map.jacobian(q)[j] * self.torque
 
+    def from_kinematics(self, model, kin, qd, t):
+        j = _body(model, self.joint)
+        if j < 0:
+            raise ValueError(f"JointTorque: joint {self.joint!r} is not a joint of the model")
+        return kin.J[j] * self.torque
+
 
 class PointForce(AbstractForce):
     """A force (N, ground frame) at a point (m) fixed in ``body``: ``Q = (∂r/∂q)ᵀ F``."""
@@ -118,8 +128,11 @@ class PointForce(AbstractForce):
         self.force = _f64(force)
 
     def generalized_force(self, model, q, qd, t):
-        _, Jr = point_jacobian(model, self.body, self.point, q)
-        return Jr.T @ self.force
+        return self.from_kinematics(model, tree_kinematics(model, q), qd, t)
+
+    def from_kinematics(self, model, kin, qd, t):
+        _, Jr = point_jacobian_from(kin, _body(model, self.body), self.point)
+        return jnp.sum(Jr * self.force[:, None], axis=0)
 
 
 class BodyTorque(AbstractForce):
@@ -136,10 +149,14 @@ class BodyTorque(AbstractForce):
         b = _body(model, self.body)
         if b < 0:
             return jnp.zeros(model.nq, dtype=jnp.result_type(q, self.torque))
-        k = kinematics(model, q, second_order=False)
-        # ω = unskew(Σ_l Z[l] q̇_l), so column l of ∂ω/∂q̇ is unskew(Z[l])
-        Jw = matcalc.unskew(jnp.moveaxis(k.Z[b, :3, :3], -1, 0))  # (nq, 3)
-        return Jw @ self.torque
+        return self.from_kinematics(model, tree_kinematics(model, q), qd, t)
+
+    def from_kinematics(self, model, kin, qd, t):
+        b = _body(model, self.body)
+        if b < 0:
+            return jnp.zeros(kin.J.shape[1], dtype=jnp.result_type(kin.J, self.torque))
+        # ω = Σ_l Jb[b, :3, l] q̇_l, so ∂ω/∂q̇ is the angular block of the body twist Jacobian
+        return jnp.sum(self.torque[:, None] * kin.Jb[b, :3], axis=0)
 
 
 class PointToPointSpring(AbstractForce):
@@ -170,19 +187,25 @@ class PointToPointSpring(AbstractForce):
 
     def length_and_gradient(self, model, q):
         """Spring length L (m) and ``∂L/∂q`` (nq,)."""
-        ra, Ja = point_jacobian(model, self.body_a, self.point_a, q)
-        rb, Jb = point_jacobian(model, self.body_b, self.point_b, q)
+        return self._length_and_gradient(model, tree_kinematics(model, q))
+
+    def _length_and_gradient(self, model, kin):
+        ra, Ja = point_jacobian_from(kin, _body(model, self.body_a), self.point_a)
+        rb, Jb = point_jacobian_from(kin, _body(model, self.body_b), self.point_b)
         dr = rb - ra
         sq = jnp.sum(dr * dr)
         # double where: a zero-length spring has no direction, keep its gradient finite
         safe = jnp.where(sq > 0, sq, 1.0)
         L = jnp.where(sq > 0, jnp.sqrt(safe), 0.0)
         u = jnp.where(sq > 0, dr / jnp.sqrt(safe), 0.0)
-        return L, u @ (Jb - Ja)
+        return L, jnp.sum(u[:, None] * (Jb - Ja), axis=0)
 
     def generalized_force(self, model, q, qd, t):
-        L, dL = self.length_and_gradient(model, q)
-        tension = self.stiffness * (L - self.rest_length) + self.damping * (dL @ qd)
+        return self.from_kinematics(model, tree_kinematics(model, q), qd, t)
+
+    def from_kinematics(self, model, kin, qd, t):
+        L, dL = self._length_and_gradient(model, kin)
+        tension = self.stiffness * (L - self.rest_length) + self.damping * jnp.sum(dL * qd)
         return -tension * dL
 
     def potential_energy(self, model, q):
@@ -220,6 +243,11 @@ class JointSpring(AbstractForce):
         f = model.joint_map(q)[j]
         g = model.joint_map.jacobian(q)[j]
         return (-self.stiffness * (f - self.rest) - self.damping * (g @ qd)) * g
+
+    def from_kinematics(self, model, kin, qd, t):
+        j = self._index(model)
+        f, g = kin.f[j], kin.J[j]
+        return (-self.stiffness * (f - self.rest) - self.damping * jnp.sum(g * qd)) * g
 
     def potential_energy(self, model, q):
         f = model.joint_map(q)[self._index(model)]
