@@ -44,8 +44,9 @@ from .dynamics import (  # noqa: E402
     mass_matrix,
     potential_energy,
 )
-from .muscles import moment_arms, muscle_lengths, muscle_velocities  # noqa: E402
+from .muscles import moment_arms, muscle_lengths, muscle_velocities, with_muscles  # noqa: E402
 from .newton_euler import joint_loads  # noqa: E402
+from .sharing import share_forces  # noqa: E402
 from .simulate import SimulationError, Trajectory, simulate, simulate_batch  # noqa: E402
 
 # Submodules that are loaded on first use (their names are not shadowed by functions).
