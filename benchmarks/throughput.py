@@ -57,6 +57,19 @@ def _parse():
     p.add_argument("--no-sharded", action="store_true", help="skip the 2-device subprocess")
     p.add_argument("--no-mjx", action="store_true", help="skip MJX (slow to compile on CPU)")
     p.add_argument("--json-name", default=None, help="output file name (default throughput.json)")
+    p.add_argument("--terms-n", default=None, help="comma-separated chain sizes for 'terms'")
+    p.add_argument(
+        "--call-budget",
+        type=float,
+        default=30.0,
+        help="skip a batch whose estimated call time exceeds this many seconds",
+    )
+    p.add_argument(
+        "--merge",
+        nargs="+",
+        default=None,
+        help="merge these result JSONs (terms rows concatenated) into --json-name, plot",
+    )
     p.add_argument("--sharded-child", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--mjx-child", default="", help=argparse.SUPPRESS)
     return p.parse_args()
@@ -497,6 +510,7 @@ def section_terms(cfg, results):
     exe, how = pin_cpp_build()
     results["pinocchio_cpp_build"] = how if exe else f"not available: {how}"
     for n in cfg["terms_n"]:
+        last_per = {}
         checks[f"chain{n}_vs_pinocchio_maxabs_M_nle"] = pin_check(n)
         model64 = chain(n)
         pin_py = pin_python_loop(n, cfg["pin_states"])
@@ -510,6 +524,14 @@ def section_terms(cfg, results):
             model = cast_model(model64, dtype)
             for method in ("tree", "closed_form"):
                 for B in cfg["batches"]:
+                    key = (jnp.dtype(dtype).name, method)
+                    if key in last_per and last_per[key] * B > ARGS.call_budget:
+                        est = last_per[key] * B
+                        why = f"estimated {est:.0f} s per call > budget {ARGS.call_budget} s"
+                        rows.append(dict(n=n, method=method, dtype=key[0], batch=B, skipped=why))
+                        print(f"[terms] chain({n}) {method} {key[0]} B={B}: skipped "
+                              f"(estimated {est:.0f} s per call)", flush=True)  # fmt: skip
+                        continue
                     chunk = closed_form_chunk(n, n, B) if method == "closed_form" else None
                     f = batched_terms(method, model, chunk)
                     q, qd = states(B, n, dtype=dtype)
@@ -522,6 +544,7 @@ def section_terms(cfg, results):
                         rows.append(dict(n=n, method=method, batch=B, error=repr(e)[:300]))
                         continue
                     per = t / B
+                    last_per[(jnp.dtype(dtype).name, method)] = per
                     row = dict(
                         n=n,
                         method=method,
@@ -951,8 +974,36 @@ def config(quick):
     )
 
 
+def merge(paths, out_path):
+    merged = {}
+    for p in paths:
+        with open(p) as f:
+            r = json.load(f)
+        for k, v in r.items():
+            if k in ("terms", "terms_sharded_2dev") and isinstance(v, list):
+                merged.setdefault(k, []).extend(v)
+            elif k == "terms_checks":
+                merged.setdefault(k, {}).update(v)
+            elif k not in merged:
+                merged[k] = v
+            else:
+                merged.setdefault("merged_extra", {}).setdefault(os.path.basename(p), {})[k] = v
+    merged["merged_from"] = [os.path.basename(p) for p in paths]
+    with open(out_path, "w") as f:
+        json.dump(merged, f, indent=1, default=str)
+    return merged
+
+
 def main():
+    if ARGS.merge:
+        path = os.path.join(ARGS.out, ARGS.json_name or "throughput.json")
+        res = merge(ARGS.merge, path)
+        plots(res, ARGS.out)
+        print(f"merged into {path}; plots in {ARGS.out}")
+        return
     cfg = config(ARGS.quick)
+    if ARGS.terms_n:
+        cfg["terms_n"] = tuple(int(x) for x in ARGS.terms_n.split(","))
     if ARGS.sharded_child:
         sharded_child(cfg)
         return
