@@ -25,6 +25,7 @@ from .model import Body, Model, ModelError, build_model  # noqa: E402
 
 __version__ = "0.1.0"
 
+from .batch import shard_batch, simulate_sharded, stack_models, vary  # noqa: E402
 from .coupling import (  # noqa: E402
     ImplicitMap,
     ImplicitSolution,

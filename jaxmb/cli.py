@@ -95,10 +95,12 @@ def _parse_vector(text: str | None, n: int, what: str):
 
 
 def _cmd_models(args) -> int:
+    from .models import DESCRIPTIONS
+
     table = _builtin_models()
-    print(f"{'model':20s} {'module':12s} available")
     for name in sorted(table):
-        print(f"{name:20s} {table[name]:12s} {'yes' if _available(table[name]) else 'no'}")
+        if _available(table[name]):
+            print(f"{name:18s} {DESCRIPTIONS.get(name, '')}")
     print("alias: andrews -> andrews_squeezer")
     return 0
 

@@ -52,7 +52,7 @@ def random_bodies(rng, nb, prismatic_fraction=0.3, massless_fraction=0.15, chain
 
 
 def random_coupling(rng, nq, nj):
-    """A smooth nonlinear joint map f(q) = A q + b + c ⊙ sin(P q) + e ⊙ (Q q)², traced parameters."""
+    """A smooth nonlinear joint map f(q) = A q + b + c ⊙ sin(P q) + e ⊙ (Q q)², traced leaves."""
     params = {
         "A": jnp.asarray(rng.normal(size=(nj, nq))),
         "b": jnp.asarray(rng.normal(size=nj) * 0.3),

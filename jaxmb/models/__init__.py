@@ -1,7 +1,7 @@
 """Built-in models: ``chain(n)`` and the mechanisms of the seeds.
 
-Each model is a function returning a fresh :class:`jaxmb.Model`; :data:`BUILTIN` lists them with a
-one-line description (used by ``jaxmb models``).
+Each model is a function returning a fresh :class:`jaxmb.Model`; :data:`DESCRIPTIONS` gives each a
+one-line description (printed by ``jaxmb models``).
 """
 
 from .andrews import andrews_squeezer
@@ -10,12 +10,12 @@ from .chain import chain
 from .five_bar import five_bar
 from .four_bar import four_bar
 
-BUILTIN = {
-    "andrews": (andrews_squeezer, "Andrews' squeezing mechanism: 7 bodies, 6 loop closures, 1 DOF"),
-    "four_bar": (four_bar, "planar four-bar linkage, 1 DOF (q = height of body 2's centre of mass)"),
-    "five_bar": (five_bar, "planar five-bar linkage, 2 DOF (q = first two joint angles)"),
-    "chain": (chain, "reference open chain of 7 revolute joints (x, y, z axes cycling)"),
-    "arm26": (arm26, "OpenSim arm26: shoulder and elbow hinges, 6 muscles"),
+DESCRIPTIONS = {
+    "andrews_squeezer": "Andrews' squeezing mechanism: 7 bodies, 6 loop closures, 1 DOF",
+    "arm26": "OpenSim arm26: shoulder and elbow hinges, 6 muscles",
+    "chain": "reference open chain of n revolute joints (axes x, y, z cycling; default n = 7)",
+    "five_bar": "planar five-bar linkage, 2 DOF (q = first two joint angles)",
+    "four_bar": "planar four-bar linkage, 1 DOF (q = height of the coupler's centre of mass)",
 }
 
 # model function name -> module, for tools that look models up by name
