@@ -53,3 +53,16 @@ def test_simulate_andrews_main_job(capsys, tmp_path):
     np.testing.assert_allclose(data[[0, -1], 0], [0.0, 0.03])
     ya, _ = an.reference_solution()
     np.testing.assert_allclose(data[-1, 3:][list(an.TEST_SET_ORDER)], ya, atol=1e-7)
+
+
+def test_inverse_dynamics_command_on_winter_tables(tmp_path, capsys):
+    assert main(["inverse-dynamics", "winter", "--out", str(tmp_path)]) == 0
+    table = np.loadtxt(tmp_path / "winter_tables_joint_loads.csv", delimiter=",", skiprows=1)
+    assert table.shape[0] == 106 and np.all(np.isfinite(table))
+    assert (tmp_path / "winter_tables_joint_loads.png").stat().st_size > 0
+
+
+def test_inverse_dynamics_command_reports_a_missing_file(tmp_path, capsys):
+    assert main(["inverse-dynamics", str(tmp_path / "missing.txt"), "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("jaxmb: error:") and "missing.txt" in err and "\n" not in err
