@@ -11,7 +11,7 @@ jax.config.update("jax_enable_x64", True)
 # a few examples per property; set JAXMB_HYPOTHESIS_EXAMPLES=50 for a deeper run.
 settings.register_profile(
     "jaxmb",
-    max_examples=int(os.environ.get("JAXMB_HYPOTHESIS_EXAMPLES", "5")),
+    max_examples=int(os.environ.get("JAXMB_HYPOTHESIS_EXAMPLES", "8")),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     derandomize=True,
