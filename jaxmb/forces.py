@@ -56,8 +56,6 @@ def _f64(x):
 
 
 def _body(model, body) -> int:
-    if isinstance(body, str) and body == "ground":
-        return -1
     return model.body_index(body)
 
 

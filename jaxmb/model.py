@@ -160,8 +160,11 @@ class Model(eqx.Module):
     def muscle_names(self) -> tuple[str, ...]:
         return tuple(getattr(self.muscles, "names", ())) if self.muscles is not None else ()
 
-    def body_index(self, body: int | str) -> int:
-        """Index of a body given by index or name; raises naming the unknown body."""
+    def body_index(self, body: int | str | None) -> int:
+        """Index of a body given by index or name (``None``/``"ground"``/-1: the ground, -1);
+        raises naming the unknown body."""
+        if body is None or body == "ground":
+            return -1
         if isinstance(body, str):
             if body not in self.body_names:
                 raise ModelError(f"unknown body {body!r}; bodies are {list(self.body_names)}")
@@ -179,7 +182,10 @@ class Model(eqx.Module):
                     f"coordinates are {list(self.coordinate_names)}"
                 )
             return self.coordinate_names.index(coordinate)
-        return int(coordinate)
+        c = int(coordinate)
+        if not 0 <= c < self.nq:
+            raise ModelError(f"coordinate index {c} out of range for {self.nq} coordinates")
+        return c
 
 
 def ancestor_mask(parent: Sequence[int]) -> np.ndarray:

@@ -350,29 +350,17 @@ class MuscleSet(eqx.Module):
 
 
 def _resolve_body(model: Model, body, where):
-    if body is None or body == "ground" or (isinstance(body, int | np.integer) and body == -1):
-        return -1
-    if isinstance(body, str):
-        if body not in model.body_names:
-            raise ModelError(f"{where}: unknown body {body!r}; bodies are {list(model.body_names)}")
-        return model.body_names.index(body)
-    b = int(body)
-    if not -1 <= b < model.nb:
-        raise ModelError(f"{where}: body index {b} out of range for {model.nb} bodies")
-    return b
+    try:
+        return model.body_index(body)
+    except ModelError as e:
+        raise ModelError(f"{where}: {e}") from None
 
 
 def _resolve_coordinate(model: Model, c, where):
-    if isinstance(c, str):
-        if c not in model.coordinate_names:
-            raise ModelError(
-                f"{where}: unknown coordinate {c!r}; coordinates are {list(model.coordinate_names)}"
-            )
-        return model.coordinate_names.index(c)
-    c = int(c)
-    if not 0 <= c < model.nq:
-        raise ModelError(f"{where}: coordinate index {c} out of range for {model.nq} coordinates")
-    return c
+    try:
+        return model.coordinate_index(c)
+    except ModelError as e:
+        raise ModelError(f"{where}: {e}") from None
 
 
 def _finite(x, where):
