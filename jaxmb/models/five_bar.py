@@ -31,6 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..coupling import ImplicitMap
+from ..expressions import serialisable
 from ..model import Model, build_model
 from ._planar import bar_body, wrap_near
 
@@ -40,6 +41,7 @@ LP = 2.0
 Q_REF = (np.pi / 2, -np.pi / 2)
 
 
+@serialisable
 def loop_constraints(f, q, p):
     """Eq. 123: (y, x) closure of the chain at the ground pivot (l0, 0), in metres."""
     a1 = f[0]
@@ -75,6 +77,7 @@ def _branch(q, p, ref):
     return jnp.stack([wrap_near(phi3 - a12, ref[0]), wrap_near(phi4 - phi3, ref[1])])
 
 
+@serialisable
 def _guess(q, p):
     return _branch(q, p, p["ref"])
 

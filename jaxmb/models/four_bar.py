@@ -40,6 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..coupling import ImplicitMap, PremodelMap
+from ..expressions import serialisable
 from ..model import Model, build_model
 from ._planar import bar_body
 
@@ -51,6 +52,7 @@ Q_REF = 0.3
 P_COUPLER = (0.5, 0.25, 0.0)
 
 
+@serialisable
 def loop_constraints(f, q, p):
     """Eq. 121 in metres: the coupler's centre-of-mass height and the loop closure."""
     a1 = f[0]
