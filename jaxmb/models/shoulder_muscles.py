@@ -1,0 +1,410 @@
+"""The 14 shoulder muscles of MoBL-ARMS on a jaxmb shoulder model (seed 001 §4-4 C, Table 5).
+
+DELT1–3, SUPSP, INFSP, SUBSC, TMIN, TMAJ, PECM1–3, LAT1–3 with the paths and parameters of the
+MoBL-ARMS model (Saul et al. 2015, ``MoBL_ARMS_module6_7_CMC.osim``; geometry of Holzbaur, Murray
+& Delp 2005), read from ``jaxmb/data/shoulder/mobl_arms_shoulder_extract.json`` (the .osim's
+muscles in machine-readable form; source in that folder's README):
+
+- fixed path points on the clavicle, scapula, humerus and thorax (the ground of
+  :func:`jaxmb.models.shoulder.shoulder`), in each OpenSim body's frame;
+- MoBL-ARMS's moving path points (PECM1–3, LAT1–3 and DELT2): each of x, y, z is an OpenSim
+  ``PiecewiseLinearFunction`` or ``SimmSpline`` of ``shoulder_elv`` (:class:`FunctionPathPoint`,
+  evaluated with :mod:`jaxmb.io.functions`, differentiated by forward-mode autodiff);
+- the wrap objects (cylinders, ellipsoids, spheres, tori) with each PathWrap's point range
+  (OpenSim's 1-based ``range``, −1 = whole path, converted to 0-based inclusive ``start``/``end``);
+- Hill parameters from the Schutte (1993) muscles of the .osim: F_max, l_opt, l_s, α_opt and
+  v_max = 1/``time_scale`` optimal lengths per second (Schutte normalises fibre velocity by
+  l_opt/time_scale; time_scale is 0.1 s for all 14, so v_max = 10 l_opt/s).
+
+:func:`add_shoulder_muscles` attaches them to any model whose bodies carry the OpenSim body names
+(``clavicle``, ``scapula``, ``humerus``; ``thorax`` or the ground) and whose coordinates include
+``shoulder_elv``; ``frames`` maps OpenSim bodies onto other body frames (e.g. the
+``body_frames`` of :func:`jaxmb.io.read_osim`).
+
+:func:`share_shoulder_forces` distributes required shoulder torques among the 14 muscles with
+:func:`jaxmb.sharing.share_forces` (rigid-tendon Hill model of :mod:`jaxmb.hill`) and
+:func:`plot_muscle_forces` draws the forces over time (the seed's Fig. 21).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import warnings
+from functools import lru_cache
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from .. import muscles as _mus
+from ..io.functions import AbstractFunction, PiecewiseLinearFunction, SimmSpline
+from ..model import Model, ModelError
+
+__all__ = [
+    "MUSCLES",
+    "GROUP_LEADERS",
+    "SHOULDER_COORDINATES",
+    "FunctionPathPoint",
+    "clamp_to_range",
+    "shoulder_muscles",
+    "add_shoulder_muscles",
+    "shoulder_muscle_parameters",
+    "share_shoulder_forces",
+    "tracking_muscle_forces",
+    "plot_muscle_forces",
+]
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "shoulder"
+DATA = DATA / "mobl_arms_shoulder_extract.json"
+
+MUSCLES = (
+    "DELT1", "DELT2", "DELT3", "SUPSP", "INFSP", "SUBSC", "TMIN", "TMAJ",
+    "PECM1", "PECM2", "PECM3", "LAT1", "LAT2", "LAT3",
+)  # fmt: skip
+#: the six group leaders of the seed's Table 5, in its order
+GROUP_LEADERS = ("LAT1", "PECM3", "DELT1", "PECM1", "SUBSC", "DELT2")
+SHOULDER_COORDINATES = ("elv_angle", "shoulder_elv", "shoulder_rot")
+_FUNCTIONS = {
+    "PiecewiseLinearFunction": PiecewiseLinearFunction,
+    "SimmSpline": SimmSpline,
+    "NaturalCubicSpline": SimmSpline,
+}
+
+
+# ----------------------------------------------------------------------------- moving points
+@jax.custom_jvp
+def clamp_to_range(x, lo, hi):
+    """``clip(x, lo, hi)`` with derivative 1 inside, 0 outside and 1/2 at ``lo`` and ``hi``.
+
+    OpenSim's MovingPathPoint clamps its coordinate to the coordinate's range before evaluating
+    its functions (``MovingPathPoint::getLocation``), so the path length has a kink at the range
+    ends. There the derivative is taken as the mean of the one-sided ones, which is what central
+    differences of OpenSim's length give: the seed's protocol holds ``shoulder_elv`` at 0, its
+    lower end, in two of the three sweeps.
+    """
+    return jnp.clip(x, lo, hi)
+
+
+@clamp_to_range.defjvp
+def _clamp_jvp(primals, tangents):
+    x, lo, hi = primals
+    dx = tangents[0]
+    w = jnp.where((x > lo) & (x < hi), 1.0, jnp.where((x == lo) | (x == hi), 0.5, 0.0))
+    return jnp.clip(x, lo, hi), w * dx
+
+
+class FunctionPathPoint(_mus.MovingPathPoint):
+    """A path point whose body-frame x, y, z (m) are OpenSim functions of one coordinate each.
+
+    ``functions[a]`` (a :class:`jaxmb.io.functions.AbstractFunction`) of ``q[coordinates[a]]``,
+    clamped to ``ranges[a]`` as OpenSim does (:func:`clamp_to_range`), gives axis a; its slope is
+    taken by forward-mode autodiff (one-sided at an interior knot of a piecewise-linear function,
+    as OpenSim's ``calcDerivative``). It is a :class:`~jaxmb.muscles.MovingPathPoint` (its motion
+    in its body does work in R) with unused ``knots``/``values``.
+    """
+
+    functions: tuple = ()
+    ranges: Float[Array, "3 2"] | None = None
+
+    def __init__(self, body, coordinates, functions, ranges=None, name: str = ""):
+        self.body = body
+        self.coordinates = tuple(coordinates)
+        self.functions = tuple(functions)
+        r = np.tile([-np.inf, np.inf], (3, 1)) if ranges is None else np.asarray(ranges, float)
+        self.ranges = jnp.asarray(r)
+        self.knots = jnp.asarray([[0.0, 1.0]] * 3)
+        self.values = jnp.zeros((3, 2))
+        self.name = name
+
+    def evaluate(self, q, nq):
+        loc, dloc = [], []
+        for a, (f, c) in enumerate(zip(self.functions, self.coordinates, strict=True)):
+            lo, hi = self.ranges[a, 0], self.ranges[a, 1]
+            v, d = jax.jvp(lambda x: f(clamp_to_range(x, lo, hi)), (q[c],), (jnp.ones_like(q[c]),))
+            loc.append(v)
+            dloc.append(jnp.zeros(nq, v.dtype).at[c].set(d))
+        return jnp.stack(loc), jnp.stack(dloc), jnp.asarray(True)
+
+
+class _Mapped(AbstractFunction):
+    """``T_a · (f_x, f_y, f_z)`` row a: a moving point's axis after a change of body frame."""
+
+    functions: tuple
+    row: Float[Array, " 3"]
+    offset: Float[Array, ""]
+
+    def __call__(self, x):
+        return self.row @ jnp.stack([f(x) for f in self.functions]) + self.offset
+
+
+# ----------------------------------------------------------------------------- data
+@lru_cache(maxsize=1)
+def _extract() -> dict:
+    if not DATA.is_file():
+        raise ModelError(f"shoulder muscles: data file {DATA} is missing")
+    return json.loads(DATA.read_text())
+
+
+def _spec(name: str) -> dict:
+    ex = _extract()
+    if name not in ex["muscles"]:
+        raise ModelError(f"shoulder muscles: {name!r} is not in {DATA.name}; use {list(MUSCLES)}")
+    return ex["muscles"][name]
+
+
+def shoulder_muscle_parameters(name: str) -> _mus.MuscleParameters:
+    """Hill parameters of one muscle from its Schutte (1993) parameters in the .osim."""
+    s = _spec(name)
+    ts = float(s["time_scale"])
+    if not ts > 0:
+        raise ModelError(f"muscle {name!r}: time_scale must be positive, got {ts}")
+    return _mus.MuscleParameters(
+        float(s["max_isometric_force"]),
+        float(s["optimal_fiber_length"]),
+        float(s["tendon_slack_length"]),
+        float(s["pennation_angle_at_optimal"]),
+        1.0 / ts,
+    )
+
+
+def _coordinate_range(name: str, where: str) -> tuple[float, float]:
+    for j in _extract()["joints"].values():
+        if name in j.get("coordinates", {}):
+            lo, hi = j["coordinates"][name]["range"]
+            return float(lo), float(hi)
+    raise ModelError(f"{where}: coordinate {name!r} is not in {DATA.name}")
+
+
+def _default_frames(model: Model) -> dict:
+    out = {}
+    for b in ("thorax", "clavicle", "scapula", "humerus"):
+        if b in model.body_names:
+            out[b] = (b, np.eye(4))
+        elif b == "thorax":
+            out[b] = ("ground", np.eye(4))
+    return out
+
+
+def _frame(frames: dict, body: str, where: str):
+    if body not in frames:
+        raise ModelError(
+            f"{where}: OpenSim body {body!r} has no body in the model; give it in frames= "
+            f"(known: {sorted(frames)})"
+        )
+    b, T = frames[body]
+    T = np.asarray(T, dtype=float)
+    if T.shape != (4, 4):
+        raise ModelError(f"{where}: frames[{body!r}] transform must be 4x4, got {T.shape}")
+    return b, T
+
+
+def _wrap_api() -> str | None:
+    """Why jaxmb.muscles cannot take MoBL's wraps (None when it can)."""
+    if not hasattr(_mus, "WrapTorus"):
+        return "jaxmb.muscles has no WrapTorus"
+    if "start" not in inspect.signature(_mus.PathWrap).parameters:
+        return "jaxmb.muscles.PathWrap takes no point range (start, end)"
+    return None
+
+
+def _quadrant(q: str) -> str:
+    q = q.strip()
+    if q in ("x", "y", "z") and q not in getattr(_mus, "_QUADRANTS", {q: None}):
+        return "+" + q
+    return q
+
+
+def _wrap_object(name: str, frames: dict, where: str):
+    w = _extract()["wrap_objects"][name]
+    from ..io.osim import body_fixed_xyz
+
+    ww = f"{where}, wrap object {name!r}"
+    b, T = _frame(frames, w["body"], ww)
+    R = T[:3, :3] @ body_fixed_xyz(np.asarray(w["xyz_body_rotation"], dtype=float))
+    t = T[:3, :3] @ np.asarray(w["translation"], dtype=float) + T[:3, 3]
+    quad = _quadrant(w["quadrant"])
+    kind = w["type"]
+    if kind == "WrapCylinder":
+        return _mus.WrapCylinder(b, t, R, w["radius"][0], w["length"][0], quad, name)
+    if kind == "WrapEllipsoid":
+        return _mus.WrapEllipsoid(b, t, R, w["dimensions"], quad, name)
+    if kind == "WrapSphere":
+        return _mus.WrapSphere(b, t, R, w["radius"][0], quad, name)
+    if kind == "WrapTorus":
+        return _mus.WrapTorus(b, t, R, w["inner_radius"][0], w["outer_radius"][0], quad, name)
+    raise ModelError(f"{ww}: unsupported wrap type {kind!r}")
+
+
+def _point(p: dict, frames: dict, where: str):
+    wp = f"{where}, point {p['name']!r}"
+    b, T = _frame(frames, p["body"], wp)
+    if p["type"] == "PathPoint":
+        x = T[:3, :3] @ np.asarray(p["location"], dtype=float) + T[:3, 3]
+        return _mus.PathPoint(b, x, p["name"])
+    if p["type"] != "MovingPathPoint":
+        raise ModelError(f"{wp}: unsupported path point type {p['type']!r}")
+    fs, cs = [], []
+    for a in "xyz":
+        f = p[f"{a}_location"]
+        if f["type"] not in _FUNCTIONS:
+            raise ModelError(f"{wp}: {a}_location is a {f['type']}, not one of {list(_FUNCTIONS)}")
+        fs.append(_FUNCTIONS[f["type"]](f["x"], f["y"]))
+        cs.append(p[f"{a}_coordinate"])
+    if len(set(cs)) != 1:
+        raise ModelError(f"{wp}: x, y, z read different coordinates {cs}")
+    if not np.allclose(T, np.eye(4)):
+        fs = [_Mapped(tuple(fs), jnp.asarray(T[a, :3]), jnp.asarray(T[a, 3])) for a in range(3)]
+    return FunctionPathPoint(b, cs, fs, [_coordinate_range(c, wp) for c in cs], p["name"])
+
+
+def shoulder_muscles(
+    names=MUSCLES, *, frames: dict | None = None, wrapping: bool = True
+) -> list[_mus.Muscle]:
+    """The muscles ``names`` as :class:`~jaxmb.muscles.Muscle` objects (bodies by name).
+
+    Args:
+        names: muscle names as in the .osim (default: all 14).
+        frames: ``{OpenSim body: (body name or index, T (4, 4))}`` with ``x_model = T x_osim``;
+            required (see :func:`add_shoulder_muscles` for the default).
+        wrapping: include the wrap objects (needs ``WrapTorus`` and ranged ``PathWrap``).
+    """
+    if frames is None:
+        raise ModelError("shoulder_muscles: give frames= (see add_shoulder_muscles)")
+    out = []
+    for name in names:
+        s = _spec(name)
+        w = f"muscle {name!r}"
+        pts = tuple(_point(p, frames, w) for p in s["path_points"])
+        wraps = []
+        if wrapping:
+            for pw in s["path_wraps"]:
+                a, b = (int(v) for v in pw["range"])
+                start, end = (0, -1) if a == -1 else (a - 1, b - 1)
+                wo = _wrap_object(pw["wrap_object"], frames, w)
+                wraps.append(_mus.PathWrap(wo, start=start, end=end))
+        out.append(_mus.Muscle(name, pts, tuple(wraps), shoulder_muscle_parameters(name)))
+    return out
+
+
+def add_shoulder_muscles(
+    model: Model,
+    *,
+    names=MUSCLES,
+    frames: dict | None = None,
+    wrapping: bool = True,
+) -> Model:
+    """``model`` with the MoBL-ARMS shoulder muscles attached (``model.muscle_names == names``).
+
+    Args:
+        model: a shoulder model whose bodies are named ``clavicle``, ``scapula``, ``humerus``
+            (and ``thorax``, else points on the thorax go to the ground) with OpenSim's body
+            frames, and a coordinate ``shoulder_elv`` (e.g. :func:`jaxmb.models.shoulder.shoulder`).
+        names: which muscles (default the 14 of the seed).
+        frames: ``{OpenSim body: (model body name or index, T (4, 4))}`` with
+            ``x_model = T x_osim`` (m), for models whose frames differ from OpenSim's, e.g.
+            ``read_osim(...).body_frames``.
+        wrapping: include the wrap objects. If ``jaxmb.muscles`` cannot represent them yet (no
+            ``WrapTorus`` or no ranged ``PathWrap``) the paths are built without them and a
+            ``UserWarning`` says so.
+
+    Raises:
+        ModelError: a body or coordinate the model lacks, bad data (named by muscle and element).
+    """
+    frames = _default_frames(model) if frames is None else dict(frames)
+    if wrapping and (why := _wrap_api()) is not None:
+        warnings.warn(
+            f"add_shoulder_muscles: {why}; the 14 muscles are built WITHOUT their wrap objects",
+            stacklevel=2,
+        )
+        wrapping = False
+    mus = shoulder_muscles(names, frames=frames, wrapping=wrapping)
+    out = _mus.with_muscles(model, mus)
+    # with_muscles rebuilds moving points from their spline knots; put the function points back
+    # with the body and coordinate indices it resolved
+    fixed = []
+    for m_in, m_out in zip(mus, out.muscles.muscles, strict=True):
+        pts = []
+        for p_in, p_out in zip(m_in.points, m_out.points, strict=True):
+            if isinstance(p_in, FunctionPathPoint):
+                p_out = FunctionPathPoint(
+                    p_out.body, p_out.coordinates, p_in.functions, p_in.ranges, p_in.name
+                )
+            pts.append(p_out)
+        fixed.append(eqx.tree_at(lambda m: m.points, m_out, tuple(pts)))
+    return eqx.tree_at(lambda m: m.muscles, out, _mus.MuscleSet(fixed))
+
+
+# ----------------------------------------------------------------------------- force sharing
+def share_shoulder_forces(
+    model: Model,
+    q: Float[Array, "nt nq"],
+    qd: Float[Array, "nt nq"],
+    tau: Float[Array, "nt nq"],
+    *,
+    tol: float = 1e-6,
+    **kwargs,
+):
+    """Share required generalized forces among the model's muscles (minimum Σa², rigid tendon).
+
+    A thin wrapper over :func:`jaxmb.sharing.share_forces` for a model built by
+    :func:`add_shoulder_muscles`: (nt, nq) poses, velocities and torques (N·m) → a
+    :class:`jaxmb.sharing.SharingResult` (activations, forces in N, residual R F − τ in N·m,
+    infeasible frames with ‖residual‖_∞ > ``tol``).
+    """
+    from ..sharing import share_forces
+
+    return share_forces(model, q, qd, tau, tol=tol, **kwargs)
+
+
+def tracking_muscle_forces(model: Model, tracking, *, tol: float = 1e-6, **kwargs):
+    """The computed-torque torques of a tracking run shared among the muscles (seed Fig. 21).
+
+    Args:
+        model: the tracked model with muscles (e.g. ``shoulder("mobl")``).
+        tracking: a :class:`jaxmb.control.TrackingResult` (``q``, ``qd``, ``tau``: (nt, nq)), or
+            any object with those attributes (e.g. inverse dynamics of the desired trajectory).
+        tol: residual tolerance (N·m) that declares a frame infeasible.
+
+    Returns:
+        :class:`jaxmb.sharing.SharingResult`; plot with
+        ``plot_muscle_forces(tracking.ts, result.forces, model.muscle_names,
+        infeasible=result.infeasible_frames)``.
+    """
+    return share_shoulder_forces(model, tracking.q, tracking.qd, tracking.tau, tol=tol, **kwargs)
+
+
+def plot_muscle_forces(t, forces, names=MUSCLES, *, infeasible=(), ax=None, path=None):
+    """Musculotendon forces over time (the seed's Fig. 21); returns the matplotlib figure.
+
+    Args:
+        t: (nt,) s. forces: (nt, nm) N. names: the nm muscle names (legend).
+        infeasible: frame indices to mark (grey bands) where the torques could not be produced.
+        ax: an axes to draw on (default: a new figure). path: save the figure there (PNG, SVG).
+    """
+    if ax is None:
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(8, 4.5))
+    else:
+        fig = ax.figure
+    t = np.asarray(t, dtype=float)
+    F = np.asarray(forces, dtype=float)
+    if F.shape != (t.shape[0], len(names)):
+        raise ValueError(f"plot_muscle_forces: forces {F.shape} != (len(t), len(names))")
+    styles = ["-", "--", ":", "-."]
+    for k, n in enumerate(names):
+        ax.plot(t, F[:, k], styles[(k // 10) % 4], label=n, lw=1.4)
+    for i in np.asarray(infeasible, dtype=int):
+        ax.axvspan(t[max(i - 1, 0)], t[min(i + 1, len(t) - 1)], color="0.85", lw=0)
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("musculotendon force (N)")
+    ax.set_title("Shoulder muscle forces (minimum Σa², rigid-tendon Hill)")
+    ax.legend(ncol=2, fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=120)
+    return fig

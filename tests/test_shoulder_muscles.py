@@ -1,0 +1,221 @@
+"""The 14 MoBL-ARMS shoulder muscles (jaxmb.models.shoulder_muscles) against OpenSim 4.6.
+
+Referee: ``tests/data/shoulder_muscle_reference.json`` (``make_shoulder_muscle_reference.py``):
+OpenSim's path lengths L and −dL/dq by central differences (h = 1e-6 rad) over the seed's sweeps
+(each shoulder coordinate at 1° steps over its range, the others at 0), for the model as written
+(``wrapped``) and with every wrap object inactive (``nowrap``). jaxmb's R is the seed's closed form.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxmb
+from jaxmb.model import ModelError
+from jaxmb.models import shoulder_muscles as sm
+
+DATA = Path(__file__).parent / "data"
+REF = json.loads((DATA / "shoulder_muscle_reference.json").read_text())
+OSIM = DATA / "osim" / "MoBL_ARMS_module6_7_CMC.osim"
+SUBSAMPLE = 20  # every 20th pose of each sweep in the default suite
+
+
+def _shoulder_model(wrapping):
+    from jaxmb.models.shoulder import shoulder
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return sm.add_shoulder_muscles(shoulder("mobl", muscles=False), wrapping=wrapping)
+
+
+@pytest.fixture(scope="module")
+def nowrap():
+    return _compiled(_shoulder_model(False))
+
+
+def _compiled(m):
+    """One compiled function for L(q) and R(q) (shared kinematics, one compile)."""
+    return m, jax.jit(lambda q: (jaxmb.muscle_lengths(m, q), jaxmb.moment_arms(m, q)))
+
+
+def _sweep_errors(model, LR, variant, step):
+    """Max |ΔL| and |ΔR| per muscle per swept coordinate: (3, nm) each."""
+    rows = [model.coordinate_names.index(c) for c in REF["coordinates"]]
+    eL, eR = [], []
+    for c in REF["coordinates"]:
+        d = REF[variant][c]
+        qs = np.asarray(d["q"])[::step]
+        Lo = np.asarray(d["length"])[::step]
+        Ro = np.asarray(d["moment_arm"])[::step]
+        dl, dr = np.zeros(len(REF["muscles"])), np.zeros(len(REF["muscles"]))
+        for k, x in enumerate(qs):
+            q = np.zeros(model.nq)
+            q[model.coordinate_names.index(c)] = x
+            L, R = LR(q)
+            dl = np.maximum(dl, np.abs(np.asarray(L) - Lo[k]))
+            dr = np.maximum(dr, np.abs(np.asarray(R)[rows] - Ro[k]).max(axis=0))
+        eL.append(dl)
+        eR.append(dr)
+    return np.array(eL), np.array(eR)
+
+
+def test_names_and_parameters_match_the_osim(nowrap):
+    model = nowrap[0]
+    assert model.muscle_names == tuple(REF["muscles"]) == sm.MUSCLES
+    # independent route: the .osim XML itself (Schutte1993 parameters, time_scale -> v_max)
+    root = ET.parse(OSIM).getroot()
+    for mus in root.iter("Schutte1993Muscle_Deprecated"):
+        name = mus.get("name")
+        if name not in sm.MUSCLES:
+            continue
+        p = model.muscles.muscles[sm.MUSCLES.index(name)].params
+
+        def f(tag, mus=mus):
+            return float(mus.find(tag).text)
+
+        assert float(p.max_isometric_force) == f("max_isometric_force")
+        assert float(p.optimal_fiber_length) == f("optimal_fiber_length")
+        assert float(p.tendon_slack_length) == f("tendon_slack_length")
+        assert float(p.pennation_at_optimal) == f("pennation_angle_at_optimal")
+        assert float(p.max_contraction_velocity) == pytest.approx(1 / f("time_scale"), abs=1e-12)
+
+
+def test_unwrapped_paths_equal_opensim(nowrap):
+    """Points, moving points (OpenSim's clamp of the coordinate to its range) and kinematics:
+    lengths to 1e-12 m, closed-form moment arms to 5e-8 m (central differences' own error)."""
+    eL, eR = _sweep_errors(*nowrap, "nowrap", SUBSAMPLE)
+    assert eL.max() < 1e-12, eL.max()
+    assert eR.max() < 5e-8, dict(zip(sm.MUSCLES, eR.max(axis=0), strict=True))
+
+
+@pytest.mark.slow
+def test_unwrapped_full_sweep(nowrap):
+    eL, eR = _sweep_errors(*nowrap, "nowrap", 1)
+    assert eL.max() < 1e-12, eL.max()
+    assert eR.max() < 5e-8, dict(zip(sm.MUSCLES, eR.max(axis=0), strict=True))
+
+
+def test_closed_form_equals_autodiff_at_the_range_end():
+    """R = −∂L/∂q for moving-point muscles, also at shoulder_elv = 0 where OpenSim's clamp puts a
+    kink (both sides give the mean slope there)."""
+    from jaxmb.models.shoulder import shoulder
+
+    m = sm.add_shoulder_muscles(
+        shoulder("mobl", muscles=False), names=("DELT2", "PECM3"), wrapping=False
+    )
+
+    @jax.jit
+    def both(q):
+        return jaxmb.moment_arms(m, q), -jax.jacfwd(lambda q: jaxmb.muscle_lengths(m, q))(q).T
+
+    for q in (jnp.array([0.4, 0.0, -0.3]), jnp.array([1.0, 1.2, 0.1])):
+        R, Rad = both(q)
+        np.testing.assert_allclose(np.asarray(R), np.asarray(Rad), atol=1e-13)
+
+
+def test_clamp_to_range_derivative():
+    f = jax.grad(lambda x: sm.clamp_to_range(x, 0.0, 1.0))
+    assert [float(f(x)) for x in (-0.1, 0.0, 0.5, 1.0, 1.1)] == [0.0, 0.5, 1.0, 0.5, 0.0]
+    assert float(sm.clamp_to_range(-0.2, 0.0, 1.0)) == 0.0
+
+
+def test_moving_point_follows_the_osim_functions():
+    """DELT2's moving point against OpenSim's functions written out by hand from the .osim."""
+    from jaxmb.models.shoulder import shoulder
+
+    m = sm.add_shoulder_muscles(shoulder("mobl", muscles=False), names=("DELT2",), wrapping=False)
+    p = m.muscles.muscles[0].points[1]
+    x = 0.9
+    loc, dloc, _ = p.evaluate(jnp.array([0.0, x, 0.0]), 3)
+    px = 0.02  # PiecewiseLinear (0, 2.1, 3.14) -> (0.02, 0.02, 0.015)
+    py = -0.01 + (0.025 + 0.01) * x / 1.507  # PiecewiseLinear (0, 1.507) -> (-0.01, 0.025)
+    np.testing.assert_allclose(np.asarray(loc[:2]), [px, py], atol=1e-15)
+    np.testing.assert_allclose(float(dloc[1, 1]), 0.035 / 1.507, atol=1e-14)
+    assert np.all(np.asarray(dloc[:, [0, 2]]) == 0.0)
+
+
+def test_bad_input_is_named():
+    from jaxmb.models.shoulder import shoulder
+
+    m = shoulder("mobl", muscles=False)
+    with pytest.raises(ModelError, match="'BICEPS'"):
+        sm.add_shoulder_muscles(m, names=("BICEPS",), wrapping=False)
+    with pytest.raises(ModelError, match="'scapula'"):
+        sm.add_shoulder_muscles(
+            m, names=("DELT1",), frames={"humerus": ("humerus", np.eye(4))}, wrapping=False
+        )
+
+
+@pytest.fixture(scope="module")
+def wrapped():
+    if sm._wrap_api() is not None:
+        pytest.skip(f"wrapping not available yet: {sm._wrap_api()}")
+    return _compiled(_shoulder_model(True))
+
+
+def test_wrapped_moment_arms_match_opensim(wrapped):
+    """The seed's target: moment arms within 1e-6 m of −dL/dq of OpenSim's wrapped path."""
+    _, eR = _sweep_errors(*wrapped, "wrapped", SUBSAMPLE)
+    assert eR.max() < 1e-6, {n: eR[:, k].tolist() for k, n in enumerate(sm.MUSCLES)}
+
+
+@pytest.mark.slow
+def test_wrapped_full_sweep(wrapped):
+    _, eR = _sweep_errors(*wrapped, "wrapped", 1)
+    assert eR.max() < 1e-6, {n: eR[:, k].tolist() for k, n in enumerate(sm.MUSCLES)}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    __import__("importlib").util.find_spec("opensim") is None, reason="opensim not installed"
+)
+def test_reference_json_matches_live_opensim():
+    import sys
+
+    sys.path.insert(0, str(DATA))
+    from make_shoulder_muscle_reference import Lengths
+
+    for variant, wrapping in (("wrapped", True), ("nowrap", False)):
+        L = Lengths(wrapping)
+        for c in REF["coordinates"]:
+            d = REF[variant][c]
+            for k in (0, len(d["q"]) // 2, len(d["q"]) - 1):
+                np.testing.assert_allclose(L({c: d["q"][k]}), d["length"][k], atol=1e-14)
+
+
+@pytest.mark.slow
+def test_force_sharing_along_the_tracking_trajectory(tmp_path):
+    """Torques of the computed-torque task (inverse dynamics of its minimum-jerk trajectory, which
+    the controller tracks to ~1e-11 rad) shared among the 14 muscles (paths without wraps, so the
+    test does not depend on the wrap geometry): every frame feasible with
+    ‖R F − τ‖_∞ < 1e-6 N·m; the figure is written."""
+    from jaxmb.control import MinimumJerk
+    from jaxmb.models.shoulder import shoulder
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = shoulder("mobl", muscles=False)
+        m = sm.add_shoulder_muscles(m, wrapping=False)
+    des = MinimumJerk([np.pi / 2, 0.1, -np.pi / 6], [np.pi / 2, 2.1, -np.pi / 6], 2.0)
+    t = jnp.linspace(0.0, 2.0, 21)
+    q, qd, qdd = jax.vmap(des)(t)
+    tau = jax.jit(jax.vmap(lambda a, b, c: jaxmb.inverse_dynamics(m, a, b, c)))(q, qd, qdd)
+    res = sm.share_shoulder_forces(m, q, qd, tau)
+    assert res.infeasible_frames.size == 0, np.asarray(res.max_residual)
+    assert float(np.max(res.max_residual)) < 1e-6
+    assert np.all(np.asarray(res.activations) >= 0) and np.all(np.asarray(res.activations) <= 1)
+    # the residual is recomputed independently of the solver's own bookkeeping
+    R = jax.vmap(lambda q: jaxmb.moment_arms(m, q))(q)
+    np.testing.assert_allclose(
+        np.einsum("tqm,tm->tq", np.asarray(R), np.asarray(res.forces)), tau, atol=1e-6
+    )
+    fig = sm.plot_muscle_forces(t, res.forces, m.muscle_names, path=tmp_path / "f.png")
+    assert (tmp_path / "f.png").stat().st_size > 0 and len(fig.axes[0].lines) == 14
