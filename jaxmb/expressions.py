@@ -27,9 +27,10 @@ Grammar (Python syntax, restricted)::
 :attr:`jaxmb.coupling.ImplicitMap.constraints`) and keeps its source text, which is what
 :func:`jaxmb.io.model_file.save_model` writes back.
 
-:func:`serialisable` registers a library function (a built-in model's loop constraints, say) so
-that a model file can refer to it by its dotted name; only functions registered this way (all of
-them inside the ``jaxmb`` package) can be named in a file.
+:func:`registered_function` resolves the dotted name of a library function that a model file
+refers to (a built-in model's loop constraints, say): only public functions of ``jaxmb`` modules
+(listed in the module's ``__all__``) and functions registered with :func:`serialisable` (private
+helpers) can be named; nothing outside the ``jaxmb`` package can.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import ast
 import dataclasses
 import functools
 import importlib
+import inspect
 from collections.abc import Callable
 
 import jax.numpy as jnp
@@ -293,9 +295,14 @@ def registered_function(name: str) -> Callable:
             importlib.import_module(module)
         except ImportError:
             pass
-    if name not in _REGISTRY:
-        raise ExpressionError(
-            f"{name!r} is not a registered jaxmb function (only functions decorated with "
-            "jaxmb.expressions.serialisable can be named in a model file)"
-        )
-    return _REGISTRY[name]
+    if name in _REGISTRY:
+        return _REGISTRY[name]
+    module, _, qual = name.rpartition(".")
+    mod = importlib.sys.modules.get(module)
+    fn = getattr(mod, qual, None)
+    if inspect.isfunction(fn) and qual in getattr(mod, "__all__", ()) and function_name(fn) == name:
+        return fn  # a public function of a jaxmb module
+    raise ExpressionError(
+        f"{name!r} is neither a public function of a jaxmb module (listed in its __all__) nor "
+        "registered with jaxmb.expressions.serialisable; only those can be named in a model file"
+    )

@@ -281,7 +281,7 @@ def _enc_element(model: Model, obj, where: str) -> dict:
 
     cls = type(obj)
     if getattr(mu, cls.__name__, None) is not cls or cls.__name__ not in mu.__all__:
-        raise ModelFileError(f"{where}: cannot write a muscle element {cls.__name__}")
+        return _enc_module(obj, where)  # another jaxmb element class: field by field, as is
     d = {"type": cls.__name__}
     for f in dataclasses.fields(obj):
         v, w = getattr(obj, f.name), _join(where, f.name)
@@ -341,7 +341,7 @@ def model_to_dict(model: Model) -> dict:
     if model.points:
         out["points"] = {
             k: {"body": _body_ref(model, p.body), "position": _plain_array(p.position)}
-            for k, p in model.points.items()
+            for k, p in sorted(model.points.items())  # a pytree dict is key-sorted anyway
         }
     if model.forces:
         out["forces"] = [_enc_force(f, f"forces[{k}]") for k, f in enumerate(model.forces)]
@@ -851,6 +851,8 @@ def _dec_element(r: _Reader, v, path, expect=None, default=None):
     """A muscle element written by :func:`_enc_element` (points, wraps, parameters, muscles)."""
     from .. import muscles as mu
 
+    if isinstance(v, dict) and "__module__" in v:
+        return r.module(v, path)
     r.obj(v, path, required=() if default else ("type",))
     name = r.string(v.get("type", default), _join(path, "type"))
     cls = getattr(mu, name, None) if name in mu.__all__ else None
@@ -943,7 +945,7 @@ def model_from_dict(data, *, source: str = "<model>", lines: dict | None = None)
     gravity = r.array(data.get("gravity", [0.0, 0.0, -9.81]), "gravity", ((3,),))
     if not isinstance(data["bodies"], list) or not data["bodies"]:
         raise r.error("bodies", "expected a non-empty list of bodies")
-    bodies = []
+    bodies, inertias = [], []
     for i, b in enumerate(data["bodies"]):
         p = f"bodies[{i}]"
         r.obj(b, p, _BODY, ("name", "V_theta", "mass"))
@@ -966,6 +968,7 @@ def model_from_dict(data, *, source: str = "<model>", lines: dict | None = None)
             raise r.error(p, "a prismatic joint needs V_d (the sliding axis)")
         vd = r.array(b.get("V_d", [1.0, 0.0, 0.0]), _join(p, "V_d"), ((3,),))
         inertia = r.array(b.get("inertia", [0.0, 0.0, 0.0]), _join(p, "inertia"), ((3,), (3, 3)))
+        inertias.append(_inertia(r, inertia, r.number(b["mass"], _join(p, "mass")), p))
         try:
             bodies.append(
                 Body(
@@ -978,7 +981,7 @@ def model_from_dict(data, *, source: str = "<model>", lines: dict | None = None)
                     angle=r.number(b.get("theta", 0.0), _join(p, "theta")),
                     mass=r.number(b["mass"], _join(p, "mass")),
                     com=r.array(b.get("com", [0.0, 0.0, 0.0]), _join(p, "com"), ((3,),)),
-                    inertia=inertia,
+                    inertia=np.zeros((3, 3)),  # checked above, set below
                 )
             )
         except ModelFileError:
@@ -1025,6 +1028,7 @@ def model_from_dict(data, *, source: str = "<model>", lines: dict | None = None)
         if msg.startswith("point "):
             where = _join("points", msg.split("'")[1])
         raise r.error(where, msg) from None
+    model = eqx.tree_at(lambda m: m.inertia, model, jnp.asarray(np.stack(inertias)))
     for k, f in enumerate(forces):
         for attr in ("body", "body_a", "body_b", "joint"):
             if isinstance(getattr(f, attr, None), str | int):
@@ -1056,7 +1060,47 @@ def model_from_dict(data, *, source: str = "<model>", lines: dict | None = None)
             model = with_muscles(model, muscles)
         except ModelError as e:
             raise r.error("muscles", str(e)) from None
+        model = _keep_subclasses(model, muscles)
     return model
+
+
+def _keep_subclasses(model: Model, written) -> Model:
+    """with_muscles rebuilds the elements it knows by their base class; an element of a subclass
+    (written field by field, bodies already resolved) is put back as it was written."""
+    out = []
+    for mus, w in zip(model.muscles.muscles, written, strict=True):
+        pts = tuple(
+            b if type(a) is not type(b) else a for a, b in zip(mus.points, w.points, strict=True)
+        )
+        wraps = []
+        same_order = len(mus.wraps) == len(w.wraps)  # with_muscles keeps the written order
+        for a, b in zip(mus.wraps, w.wraps if same_order else [None] * len(mus.wraps), strict=True):
+            if b is not None and type(b.wrap) is not type(a.wrap):
+                a = eqx.tree_at(lambda x: x.wrap, a, b.wrap)
+            wraps.append(a)
+        if pts != mus.points or any(x is not y for x, y in zip(wraps, mus.wraps, strict=True)):
+            mus = eqx.tree_at(lambda x: (x.points, x.wraps), mus, (pts, tuple(wraps)))
+        out.append(mus)
+    return eqx.tree_at(lambda m: m.muscles.muscles, model, tuple(out))
+
+
+def _inertia(r: _Reader, inertia: np.ndarray, mass: float, p: str) -> np.ndarray:
+    """Symmetric, positive definite for a body with mass (all zeros: a point mass or massless).
+
+    Unlike :func:`jaxmb.build_model`, the triangle inequality of the principal moments is not
+    enforced: measured models (MoBL-ARMS's clavicle and scapula) violate it and OpenSim takes them
+    as written, so a saved model must load as it was."""
+    I = np.diag(inertia) if inertia.shape == (3,) else inertia
+    w = _join(p, "inertia")
+    if np.abs(I - I.T).max() > 1e-12 * max(np.abs(I).max(), 1e-300):
+        raise r.error(w, f"inertia tensor is not symmetric: {I.tolist()}")
+    if np.any(I):
+        ev = np.linalg.eigvalsh(I)
+        if mass > 0 and ev.min() <= 0:
+            raise r.error(w, f"inertia tensor is not positive definite (eigenvalues {ev.tolist()})")
+        if ev.min() < 0:
+            raise r.error(w, f"inertia tensor has a negative eigenvalue ({ev.min():.3g})")
+    return I
 
 
 def loads_model(text: str, source: str = "<string>") -> Model:
