@@ -265,14 +265,26 @@ def _desired():
 
 def test_minimum_jerk_derivatives_by_autodiff():
     des = _desired()
+
+    @jax.jit
+    def derivs(t):
+        return des(t)[1:], (jax.jacfwd(lambda s: des(s)[0])(t), jax.jacfwd(lambda s: des(s)[1])(t))
+
     for t in (0.13, 0.9, 1.0, 1.77):
-        t = jnp.asarray(t)
-        _, qd, qdd = des(t)
-        np.testing.assert_allclose(qd, jax.jacfwd(lambda s: des(s)[0])(t), rtol=1e-13, atol=1e-14)
-        np.testing.assert_allclose(qdd, jax.jacfwd(lambda s: des(s)[1])(t), rtol=1e-13, atol=1e-13)
+        (qd, qdd), (qd_ad, qdd_ad) = derivs(jnp.asarray(t))
+        np.testing.assert_allclose(qd, qd_ad, rtol=1e-13, atol=1e-14)
+        np.testing.assert_allclose(qdd, qdd_ad, rtol=1e-13, atol=1e-13)
     q_end, qd_end, _ = des(jnp.asarray(2.5))
     np.testing.assert_allclose(q_end, [np.pi / 2, 2.1, -np.pi / 6], rtol=0, atol=1e-15)
     assert not np.any(np.asarray(qd_end))
+
+
+@eqx.filter_jit
+def _evaluate(model, ctrl, block, t, q, qd):
+    Qd = ctrl.commanded(t, q, qd)
+    qdd, tau = eq200_solve(model, q, qd, Qd, t)
+    plant = jaxmb.forward_dynamics(model, q, qd, tau, t)
+    return Qd, qdd, tau, ctrl(t, q, qd), block(t, q, qd), plant
 
 
 def test_computed_torque_eq200_equals_inverse_dynamics(degroot, poses):
@@ -281,15 +293,12 @@ def test_computed_torque_eq200_equals_inverse_dynamics(degroot, poses):
     rng = np.random.default_rng(1)
     for q in poses[:3]:
         q, qd, t = jnp.asarray(q), jnp.asarray(rng.normal(size=3)), jnp.asarray(rng.random() * 2)
-        Qd = ctrl.commanded(t, q, qd)
-        qdd, tau = eq200_solve(degroot, q, qd, Qd, t)
+        Qd, qdd, tau, tau_rnea, tau_block, plant = _evaluate(degroot, ctrl, block, t, q, qd)
         np.testing.assert_allclose(qdd, Qd, rtol=0, atol=1e-10 * np.abs(Qd).max())
-        np.testing.assert_allclose(ctrl(t, q, qd), tau, rtol=0, atol=1e-10)
-        np.testing.assert_allclose(block(t, q, qd), tau, rtol=0, atol=0)
+        np.testing.assert_allclose(tau_rnea, tau, rtol=0, atol=1e-12 * np.abs(tau).max())
+        np.testing.assert_allclose(tau_block, tau, rtol=1e-12, atol=0)
         # the plant driven by τ accelerates as commanded
-        np.testing.assert_allclose(
-            jaxmb.forward_dynamics(degroot, q, qd, tau, t), Qd, rtol=0, atol=1e-8
-        )
+        np.testing.assert_allclose(plant, Qd, rtol=0, atol=1e-8)
 
 
 def test_computed_torque_rejects_bad_gains(degroot):
@@ -329,16 +338,11 @@ def _lagrangian_torque(model, ctrl, t, q, qd):
 def test_tracking_torques_by_eq200(tracking, degroot):
     """The controller's τ (inverse dynamics, RNEA) equals Eq. 200's block solve with M, N, G."""
     ctrl = computed_torque(degroot, K, _desired())
-    idx = np.array([0, 57, 100, 163, 200])
-
-    @eqx.filter_jit
-    def block(t, q, qd):
-        return jax.vmap(lambda *a: eq200_solve(degroot, *a[1:], ctrl.commanded(*a), a[0])[1])(
-            t, q, qd
-        )
-
-    ref = block(tracking.ts[idx], tracking.q[idx], tracking.qd[idx])
-    np.testing.assert_allclose(tracking.tau[idx], ref, rtol=0, atol=1e-10)
+    block = computed_torque(degroot, np.diag(K), _desired(), method="eq200")
+    for i in (0, 57, 100, 163, 200):
+        t, q, qd = tracking.ts[i], tracking.q[i], tracking.qd[i]
+        _, _, tau, _, _, _ = _evaluate(degroot, ctrl, block, t, q, qd)
+        np.testing.assert_allclose(tracking.tau[i], tau, rtol=0, atol=1e-10)
     # holding the arm up takes a real elevation torque (N·m) at the end (static: τ = −G)
     np.testing.assert_allclose(
         tracking.tau[-1], -jaxmb.gravity_forces(degroot, tracking.q[-1]), rtol=0, atol=1e-6
