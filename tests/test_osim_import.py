@@ -1,5 +1,7 @@
 """OpenSim import against OpenSim 4.6: body poses, mass matrices, gravity forces, path points.
 
+Muscles (lengths, moment arms, wrap objects, what raises) are in ``tests/test_osim_muscles.py``.
+
 References come from ``tests/data/osim_reference.json`` (made with OpenSim 4.6 by
 ``tests/data/make_osim_reference.py``), so the default suite needs no ``opensim``; where
 ``opensim`` imports, the ``live`` tests (slow) recompute fresh poses with it. Targets: mass matrix
@@ -23,12 +25,10 @@ from jaxmb.io import functions as F
 from jaxmb.io.osim import (
     OsimImportError,
     load_osim,
-    model_with_muscles,
     osim_muscle_specs,
     read_osim,
 )
 from jaxmb.kinematics import body_transforms
-from jaxmb.muscles import moment_arms, muscle_lengths
 
 DATA = Path(__file__).parent / "data"
 REF = json.loads((DATA / "osim_reference.json").read_text())
@@ -145,41 +145,6 @@ def test_path_points_match_opensim(imported):
             xg = np.asarray(x) if b < 0 else A[b, :3, :3] @ np.asarray(x) + A[b, :3, 3]
             ref = pose["path_points_in_ground"][f"{muscle}/{i}"]
             np.testing.assert_allclose(xg, ref, atol=1e-12, err_msg=f"{muscle}/{pt.name}")
-
-
-@pytest.mark.parametrize(
-    "key",
-    [
-        pytest.param(k, marks=[pytest.mark.slow] if k in _SLOW else [])
-        for k in ("arm26", "leg6dof9musc", "gait2354_simbody")
-    ],
-)
-def test_muscle_lengths_and_moment_arms_match_opensim(key):
-    """Muscles without wrap objects or moving points: L to 1e-12 m (target 1e-8 m) and R against
-    −dL/dq of OpenSim's length by central differences (h = 1e-6) to 1e-8 m (target 1e-6 m)."""
-    imp, r = _import(key)
-    model = model_with_muscles(imp, skip_unsupported=True)
-    names = model.muscle_names
-    assert len(names) == {"arm26": 1, "leg6dof9musc": 7, "gait2354_simbody": 50}[key]
-    every = [m.name for m in imp.muscles]
-    cols = [every.index(n) for n in names]
-
-    @eqx.filter_jit
-    def lengths_and_arms(model, q):
-        return muscle_lengths(model, q), moment_arms(model, q)
-
-    for pose in r["poses"]:
-        L, R = lengths_and_arms(model, jnp.asarray(pose["q"]))
-        Lref = [pose["muscle_lengths"][n] for n in names]
-        np.testing.assert_allclose(np.asarray(L), Lref, rtol=0, atol=1e-12)
-        Rref = np.asarray(pose["moment_arms_fd"])[:, cols]
-        np.testing.assert_allclose(np.asarray(R), Rref, rtol=0, atol=1e-8)
-
-
-def test_muscles_with_wraps_raise_naming_them():
-    imp, _ = _import("arm26")
-    with pytest.raises(NotImplementedError, match=r"muscle 'TRIlong'.*wrap objects"):
-        model_with_muscles(imp)
 
 
 def test_joint_map_is_jittable_and_differentiable():
@@ -300,7 +265,7 @@ def test_locked_coordinates_are_noted():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("key", ["arm26", "leg6dof9musc"])
+@pytest.mark.parametrize("key", MODELS)
 def test_live_against_opensim(key):
     pytest.importorskip("opensim")
     import sys
@@ -326,15 +291,3 @@ def test_wrap_object_specs():
     assert tri.kind == "WrapCylinder" and tri.body == "r_humerus" and tri.quadrant == "all"
     assert tri.parameters["radius"] == 0.016
     np.testing.assert_allclose(tri.rotation.T @ tri.rotation, np.eye(3), atol=1e-15)
-
-
-def test_load_osim_muscle_modes():
-    path = DATA / "osim" / "arm26.osim"
-    with pytest.warns(UserWarning, match=r"5 of 6 muscles not imported.*'TRIlong'"):
-        model = load_osim(path)
-    assert model.muscle_names == ("BICshort",)
-    assert load_osim(path, muscles="none").muscle_names == ()
-    with pytest.raises(NotImplementedError, match="'TRIlong'"):
-        load_osim(path, muscles="all")
-    with pytest.raises(ValueError, match="muscles must be"):
-        load_osim(path, muscles="some")

@@ -29,8 +29,14 @@ another constraint type, a reversed joint, a multivariate coupling) raises :clas
 naming the element and its type.
 
 Muscles are read into plain data (:func:`osim_muscle_specs`): path points (PathPoint,
-ConditionalPathPoint, MovingPathPoint with their functions), wrap-object names, and the parameters
-of Thelen2003, Millard2012 and DeGroote–Fregly muscles.
+ConditionalPathPoint, MovingPathPoint with their functions), each muscle's PathWrapSet (wrap object,
+method, point range) and the parameters of Thelen2003, Millard2012, DeGroote–Fregly and
+Schutte1993 muscles. :func:`osim_muscles` builds jaxmb musculotendon units from them: points move
+into the jaxmb body frames (``x_jaxmb = C x + t`` of the body they sit on, merged or renamed bodies
+included), a MovingPathPoint becomes an :class:`OsimMovingPathPoint` (any supported function of any
+OpenSim coordinate, coupled ones through the joint map), and wrap objects become jaxmb's
+WrapCylinder/WrapEllipsoid/WrapSphere/WrapTorus with their frames moved the same way. The coverage,
+and what raises, is listed in ``docs/osim_import.md``.
 """
 
 from __future__ import annotations
@@ -43,12 +49,14 @@ from pathlib import Path
 from typing import Any
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
 from ..coupling import AbstractJointMap
 from ..model import PRISMATIC, REVOLUTE, Body, Model, ModelError, build_model
+from ..muscles import MovingPathPoint
 from .functions import (
     AbstractFunction,
     Constant,
@@ -65,6 +73,8 @@ __all__ = [
     "PathPointSpec",
     "MuscleSpec",
     "WrapObjectSpec",
+    "PathWrapSpec",
+    "OsimMovingPathPoint",
     "read_osim",
     "load_osim",
     "osim_muscle_specs",
@@ -72,6 +82,7 @@ __all__ = [
     "model_with_muscles",
     "SUPPORTED_JOINTS",
     "SUPPORTED_MUSCLES",
+    "SUPPORTED_WRAPS",
 ]
 
 SUPPORTED_JOINTS = ("CustomJoint", "PinJoint", "SliderJoint", "WeldJoint")
@@ -80,7 +91,11 @@ SUPPORTED_MUSCLES = (
     "Millard2012EquilibriumMuscle",
     "Millard2012AccelerationMuscle",
     "DeGrooteFregly2016Muscle",
+    "Schutte1993Muscle_Deprecated",
 )
+SUPPORTED_WRAPS = ("WrapCylinder", "WrapEllipsoid", "WrapSphere", "WrapTorus")
+# OpenSim's PathWrap methods; "hybrid" is the default and the only one all wrap types share
+SUPPORTED_WRAP_METHODS = ("hybrid",)
 _IGNORED_CONSTRAINT_FLAG = ("isEnforced", "isDisabled")
 
 
@@ -245,8 +260,25 @@ class WrapObjectSpec:
 
 
 @dataclasses.dataclass(frozen=True)
+class PathWrapSpec:
+    """One entry of a muscle's PathWrapSet.
+
+    ``range`` is OpenSim's, 1-based inclusive path-point indices with ``-1`` for "from the first" /
+    "to the last" (the default ``(-1, -1)`` covers the whole path); ``method`` is OpenSim's
+    ellipsoid-wrapping method (``hybrid``, ``midpoint``, ``axial``).
+    """
+
+    wrap: str
+    method: str
+    range: tuple[int, int]
+
+
+@dataclasses.dataclass(frozen=True)
 class MuscleSpec:
-    """A muscle as plain data: type, parameters (SI units, angles in rad), path and wrapping."""
+    """A muscle as plain data: type, parameters (SI units, angles in rad), path and wrapping.
+
+    ``wraps`` are the names of the wrap objects of its PathWrapSet, ``path_wraps`` the entries.
+    """
 
     name: str
     kind: str
@@ -254,6 +286,7 @@ class MuscleSpec:
     path: tuple[PathPointSpec, ...]
     wraps: tuple[str, ...]
     applies_force: bool = True
+    path_wraps: tuple[PathWrapSpec, ...] = ()
 
 
 class OsimJointMap(AbstractJointMap):
@@ -779,12 +812,20 @@ class _Parser:
         path = []
         for p in list(pts) if pts is not None else []:
             path.append(self._path_point(p, w))
-        wraps = tuple(
-            _text(pw, "wrap_object") or pw.get("name") or ""
-            for pw in gp.findall("PathWrapSet/objects/PathWrap")
-        )
+        pws = []
+        for pw in gp.findall("PathWrapSet/objects/PathWrap"):
+            wname = _text(pw, "wrap_object") or _text(pw, "socket_wrap_object") or ""
+            wname = posixpath.basename(wname.strip())
+            if not wname:
+                raise OsimImportError(f"{w}: PathWrap {pw.get('name')!r} names no wrap object")
+            rng = _vec(pw, "range", 2, f"{w} PathWrap {wname!r}", default=(-1, -1))
+            if np.any(rng != np.round(rng)):
+                raise OsimImportError(f"{w} PathWrap {wname!r}: <range> must be integers: {rng}")
+            method = (_text(pw, "method") or "hybrid").strip()
+            pws.append(PathWrapSpec(wname, method, (int(rng[0]), int(rng[1]))))
+        wraps = tuple(p.wrap for p in pws)
         applies = _bool(m, "appliesForce", True) and not _bool(m, "isDisabled", False)
-        return MuscleSpec(name, kind, params, tuple(path), wraps, applies)
+        return MuscleSpec(name, kind, params, tuple(path), wraps, applies, tuple(pws))
 
     def wrap_objects(self) -> dict[str, WrapObjectSpec]:
         out = {}
@@ -1128,20 +1169,21 @@ def load_osim(
         path: the ``.osim`` file.
         zero_inertia: OpenSim bodies whose placeholder inertia is set to zero.
         muscles: ``"supported"`` (default) builds ``model.muscles`` from the muscles jaxmb can
-            represent and warns naming those it leaves out (wrap objects, moving path points);
-            ``"all"`` raises ``NotImplementedError`` instead; ``"none"`` imports no muscles.
+            represent and warns naming those it leaves out and why; ``"all"`` raises
+            :class:`OsimImportError` for the first muscle it cannot build; ``"none"`` imports no
+            muscles.
     """
+    if muscles not in ("supported", "all", "none"):
+        raise ValueError(f"muscles must be 'supported', 'all' or 'none', got {muscles!r}")
     imp = read_osim(path, zero_inertia=zero_inertia)
     if muscles == "none" or not imp.muscles:
         return imp.model
-    if muscles not in ("supported", "all"):
-        raise ValueError(f"muscles must be 'supported', 'all' or 'none', got {muscles!r}")
-    model = model_with_muscles(imp, skip_unsupported=muscles == "supported")
-    left = [m.name for m in imp.muscles if m.name not in model.muscle_names]
-    if left:
+    skipped: dict[str, str] = {}
+    model = model_with_muscles(imp, skip_unsupported=muscles == "supported", skipped=skipped)
+    if skipped:
+        why = "; ".join(f"{k}: {v}" for k, v in skipped.items())
         warnings.warn(
-            f"{imp.path}: {len(left)} of {len(imp.muscles)} muscles not imported (wrap objects or"
-            f" moving path points are not supported yet): {left}",
+            f"{imp.path}: {len(skipped)} of {len(imp.muscles)} muscles not imported: {why}",
             stacklevel=2,
         )
     return model
@@ -1152,56 +1194,304 @@ def osim_muscle_specs(path: str | Path) -> list[MuscleSpec]:
     return list(_Parser(path).muscles())
 
 
-def osim_muscles(imp: OsimImport, *, skip_unsupported: bool = False) -> list:
+class OsimMovingPathPoint(MovingPathPoint):
+    """OpenSim's MovingPathPoint: each body-frame coordinate a function of an OpenSim coordinate.
+
+    ``x_osim[a] = functions[a](Q[sources[a]])`` with ``Q = joint_map.full_coordinates(q)`` (so a
+    coupled coordinate works as well as an independent one; ``sources[a] = -1``: evaluated at 0, as
+    OpenSim does for a function with no coordinate), moved into the jaxmb body frame,
+    ``x = rotation @ x_osim + offset``. Any :mod:`jaxmb.io.functions` type works. ``∂x/∂q`` is
+    exact (forward-mode autodiff through the functions and the coupling).
+
+    Attributes:
+        body: jaxmb body index (static). functions: three OpenSim functions (m).
+        sources: their coordinates' indices in the full OpenSim coordinate vector (static).
+        joint_map: the imported model's :class:`OsimJointMap`.
+        rotation (3, 3), offset (3,) m: OpenSim body frame to jaxmb body frame.
+    """
+
+    functions: tuple
+    sources: tuple[int, int, int] = eqx.field(static=True)
+    joint_map: OsimJointMap
+    rotation: Float[Array, "3 3"]
+    offset: Float[Array, " 3"]
+
+    def __init__(self, body, functions, sources, joint_map, rotation, offset, name: str = ""):
+        self.body = body
+        self.functions = tuple(functions)
+        self.sources = tuple(int(c) for c in sources)
+        self.joint_map = joint_map
+        self.rotation = jnp.asarray(rotation, dtype=float)
+        self.offset = jnp.asarray(offset, dtype=float)
+        self.coordinates = tuple(
+            c for c in sorted({int(c) for c in sources if c >= 0}) if c in joint_map.independent
+        )
+        self.knots = jnp.zeros((3, 0))
+        self.values = jnp.zeros((3, 0))
+        self.name = name
+
+    def location(self, q: Float[Array, " nq"]) -> Float[Array, " 3"]:
+        """Position in the jaxmb body frame (m), shape (3,)."""
+        Q = self.joint_map.full_coordinates(q)
+        zero = jnp.zeros((), dtype=Q.dtype)
+        x = jnp.stack(
+            [f(Q[c] if c >= 0 else zero) for f, c in zip(self.functions, self.sources, strict=True)]
+        )
+        return self.rotation @ x + self.offset
+
+    def evaluate(self, q, nq):
+        """(location (3,), ∂location/∂q (3, nq), active) — the contract of jaxmb's path points."""
+        return self.location(q), jax.jacfwd(self.location)(q), jnp.asarray(True)
+
+
+def _wrap_object(imp: OsimImport, name: str, where: str):
+    """A jaxmb wrap object for the OpenSim wrap object ``name`` (frame moved to the jaxmb body)."""
+    from .. import muscles as jm
+
+    spec = imp.wrap_objects.get(name)
+    if spec is None:
+        raise OsimImportError(f"{where}: unknown wrap object {name!r}")
+    ww = f"{where}: {spec.kind} {name!r} on body {spec.body!r}"
+    if spec.kind not in SUPPORTED_WRAPS:
+        raise OsimImportError(
+            f"{ww}: wrap type {spec.kind!r} is not supported (supported: {SUPPORTED_WRAPS})"
+        )
+    cls = getattr(jm, spec.kind, None)
+    if cls is None:
+        raise OsimImportError(f"{ww}: this jaxmb has no {spec.kind} (jaxmb.muscles.{spec.kind})")
+    if spec.body not in imp.body_frames:
+        raise OsimImportError(f"{ww}: unknown body {spec.body!r}")
+    b, T = imp.body_frames[spec.body]
+    C, t = T[:3, :3], T[:3, 3]
+    trans = C @ np.asarray(spec.translation) + t
+    rot = C @ spec.rotation
+    quadrant = spec.quadrant
+    known = getattr(jm, "_QUADRANTS", None)
+    if known is not None and quadrant not in known:
+        # OpenSim writes "x" and "+x" alike; use the spelling this jaxmb knows
+        alt = quadrant[1:] if quadrant.startswith("+") else "+" + quadrant
+        if alt in known:
+            quadrant = alt
+        else:
+            raise OsimImportError(f"{ww}: unknown quadrant {spec.quadrant!r}")
+    prm = spec.parameters
+
+    def need(key):
+        if key not in prm:
+            raise OsimImportError(f"{ww}: missing <{key}>")
+        return prm[key]
+
+    if spec.kind == "WrapCylinder":
+        # OpenSim's WrapCylinder length property defaults to 1 m
+        return cls(b, trans, rot, need("radius"), prm.get("length", 1.0), quadrant, name)
+    if spec.kind == "WrapEllipsoid":
+        return cls(b, trans, rot, need("dimensions"), quadrant, name)
+    if spec.kind == "WrapSphere":
+        return cls(b, trans, rot, need("radius"), quadrant, name)
+    return cls(b, trans, rot, need("inner_radius"), need("outer_radius"), quadrant, name)
+
+
+def _path_wrap(wrap, pw: PathWrapSpec, npoints: int, where: str):
+    """jaxmb ``PathWrap(wrap, start, end)`` from OpenSim's 1-based range (-1: first/last)."""
+    from .. import muscles as jm
+
+    r0, r1 = pw.range
+    start = 0 if r0 < 1 else r0 - 1
+    end = npoints - 1 if r1 < 1 else r1 - 1
+    if not (0 <= start < end <= npoints - 1):
+        raise OsimImportError(
+            f"{where}: PathWrap {pw.wrap!r} range {list(pw.range)} does not span two of the"
+            f" {npoints} path points"
+        )
+    fields = {f.name for f in dataclasses.fields(jm.PathWrap)}
+    if "start" in fields:
+        return jm.PathWrap(wrap, start=start, end=-1 if end == npoints - 1 else end)
+    if end == start + 1:
+        return jm.PathWrap(wrap, start)
+    raise OsimImportError(
+        f"{where}: PathWrap {pw.wrap!r} acts over path points {start}..{end}; this jaxmb's"
+        " PathWrap takes one segment only (no start/end range)"
+    )
+
+
+def _muscle_parameters(spec: MuscleSpec, where: str):
+    from ..muscles import MuscleParameters
+
+    prm = spec.parameters
+    for key in ("max_isometric_force", "optimal_fiber_length", "tendon_slack_length"):
+        if key not in prm:
+            raise OsimImportError(f"{where}: missing <{key}>")
+        if not prm[key] > 0:
+            raise OsimImportError(f"{where}: <{key}> must be positive, got {prm[key]}")
+    pen = prm.get("pennation_angle_at_optimal", prm.get("pennation_angle", 0.0))
+    if not 0.0 <= pen < np.pi / 2:
+        raise OsimImportError(f"{where}: pennation angle {pen} rad is not in [0, pi/2)")
+    vmax = prm.get("max_contraction_velocity", 10.0)
+    if not vmax > 0:
+        if spec.kind != "Schutte1993Muscle_Deprecated":
+            raise OsimImportError(f"{where}: <max_contraction_velocity> must be positive: {vmax}")
+        # MoBL-ARMS' Schutte muscles write 0; the file value stays in MuscleSpec.parameters
+        vmax = 10.0
+    return MuscleParameters(
+        prm["max_isometric_force"],
+        prm["optimal_fiber_length"],
+        prm["tendon_slack_length"],
+        pen,
+        vmax,
+    )
+
+
+def _build_muscle(imp: OsimImport, spec: MuscleSpec):
+    from ..muscles import ConditionalPathPoint, Muscle, PathPoint
+
+    w = f"{imp.path}: {spec.kind} {spec.name!r}"
+    if spec.kind not in SUPPORTED_MUSCLES:
+        raise OsimImportError(
+            f"{w}: muscle type {spec.kind!r} is not supported (supported: {SUPPORTED_MUSCLES})"
+        )
+    names = [c.name for c in imp.coordinates]
+    pts = []
+    for p in spec.path:
+        wp = f"{w} {p.kind} {p.name!r}"
+        if p.body not in imp.body_frames:
+            raise OsimImportError(f"{wp}: unknown body {p.body!r}")
+        b, T = imp.body_frames[p.body]
+        if p.kind == "PathPoint":
+            pts.append(PathPoint(b, T[:3, :3] @ np.asarray(p.location) + T[:3, 3], p.name))
+        elif p.kind == "ConditionalPathPoint":
+            if p.coordinate not in names:
+                raise OsimImportError(f"{wp}: unknown coordinate {p.coordinate!r}")
+            if p.coordinate not in imp.model.coordinate_names:
+                raise OsimImportError(
+                    f"{wp}: conditional on {p.coordinate!r}, a coupled coordinate (only"
+                    " independent ones are supported)"
+                )
+            x = T[:3, :3] @ np.asarray(p.location) + T[:3, 3]
+            pts.append(ConditionalPathPoint(b, x, p.coordinate, p.range, p.name))
+        else:
+            funcs, srcs = [], []
+            for a in range(3):
+                f, c = p.functions[a], p.coordinates[a]
+                if f is None:
+                    funcs.append(Constant(p.location[a]))
+                    srcs.append(-1)
+                    continue
+                if c is not None and c not in names:
+                    raise OsimImportError(f"{wp}: unknown coordinate {c!r}")
+                funcs.append(f)
+                srcs.append(-1 if c is None else names.index(c))
+            pts.append(
+                OsimMovingPathPoint(
+                    b, funcs, srcs, imp.model.joint_map, T[:3, :3], T[:3, 3], p.name
+                )
+            )
+    wraps = []
+    for pw in spec.path_wraps:
+        if pw.method not in SUPPORTED_WRAP_METHODS and (
+            imp.wrap_objects.get(pw.wrap) is not None
+            and imp.wrap_objects[pw.wrap].kind == "WrapEllipsoid"
+        ):
+            raise OsimImportError(
+                f"{w}: PathWrap {pw.wrap!r} uses method {pw.method!r}"
+                f" (supported: {SUPPORTED_WRAP_METHODS})"
+            )
+        ws = imp.wrap_objects.get(pw.wrap)
+        if ws is not None and not ws.active:
+            continue  # OpenSim skips inactive wrap objects
+        wraps.append(_path_wrap(_wrap_object(imp, pw.wrap, w), pw, len(pts), w))
+    return Muscle(spec.name, tuple(pts), tuple(wraps), _muscle_parameters(spec, w))
+
+
+def osim_muscles(
+    imp: OsimImport, *, skip_unsupported: bool = False, skipped: dict | None = None
+) -> list:
     """jaxmb musculotendon units (:class:`jaxmb.muscles.Muscle`) for an imported model's muscles.
 
-    Path points are moved into the jaxmb body frames; a ConditionalPathPoint reads its coordinate
-    (which must be independent). Muscles with wrap objects or MovingPathPoints are not built yet
-    (see ``docs/osim_import.md``): they raise ``NotImplementedError`` naming the muscle, or are left
-    out with ``skip_unsupported=True``.
+    Path points and wrap frames are moved into the jaxmb body frames; a ConditionalPathPoint reads
+    its coordinate (which must be independent); a MovingPathPoint becomes an
+    :class:`OsimMovingPathPoint`; each PathWrap becomes ``PathWrap(wrap, start, end)``. A muscle
+    that cannot be built raises :class:`OsimImportError` naming it and the element, or with
+    ``skip_unsupported=True`` is left out (its reason stored in ``skipped[name]`` if given).
     """
-    from ..muscles import ConditionalPathPoint, Muscle, MuscleParameters, PathPoint
-
     out = []
     for spec in imp.muscles:
-        why = None
-        if spec.wraps:
-            why = f"wrap objects {list(spec.wraps)}"
-        elif any(p.kind == "MovingPathPoint" for p in spec.path):
-            why = "MovingPathPoints (OpenSim functions of coordinates)"
-        if why is not None:
-            if skip_unsupported:
-                continue
-            raise NotImplementedError(
-                f"{imp.path}: muscle {spec.name!r} ({spec.kind}) has {why}; building it as a"
-                " jaxmb muscle is not supported yet (osim_muscle_specs gives its data)"
-            )
-        pts = []
-        for p in spec.path:
-            b, x = imp.point_in_model(p.body, p.location)
-            if p.kind == "PathPoint":
-                pts.append(PathPoint(b, x, p.name))
-            else:
-                if p.coordinate not in imp.model.coordinate_names:
-                    raise NotImplementedError(
-                        f"{imp.path}: muscle {spec.name!r} point {p.name!r} is conditional on"
-                        f" {p.coordinate!r}, which is not an independent coordinate"
-                    )
-                pts.append(ConditionalPathPoint(b, x, p.coordinate, p.range, p.name))
-        prm = spec.parameters
-        params = MuscleParameters(
-            prm.get("max_isometric_force", np.nan),
-            prm.get("optimal_fiber_length", np.nan),
-            prm.get("tendon_slack_length", np.nan),
-            prm.get("pennation_angle_at_optimal", 0.0),
-            prm.get("max_contraction_velocity", 10.0),
-        )
-        out.append(Muscle(spec.name, tuple(pts), (), params))
+        try:
+            out.append(_build_muscle(imp, spec))
+        except OsimImportError as e:
+            if not skip_unsupported:
+                raise
+            if skipped is not None:
+                skipped[spec.name] = str(e).removeprefix(f"{imp.path}: ")
     return out
 
 
-def model_with_muscles(imp: OsimImport, *, skip_unsupported: bool = False) -> Model:
-    """The imported model carrying the muscles :func:`osim_muscles` can build."""
-    from ..muscles import with_muscles
+def _attach(model: Model, muscles: list) -> Model:
+    """``with_muscles`` validation, with each OsimMovingPathPoint standing in as a PathPoint.
 
-    return with_muscles(imp.model, osim_muscles(imp, skip_unsupported=skip_unsupported))
+    ``with_muscles`` rebuilds MovingPathPoints from spline knots; these points carry OpenSim
+    functions instead, so they are validated as fixed points and put back afterwards.
+    """
+    from ..muscles import Muscle, MuscleSet, PathPoint, with_muscles
+
+    stand_in = [
+        Muscle(
+            m.name,
+            tuple(
+                PathPoint(p.body, p.location(jnp.zeros(model.nq)), p.name)
+                if isinstance(p, OsimMovingPathPoint)
+                else p
+                for p in m.points
+            ),
+            m.wraps,
+            m.params,
+        )
+        for m in muscles
+    ]
+    checked = with_muscles(model, stand_in).muscles.muscles
+    final = [
+        Muscle(
+            c.name,
+            tuple(
+                o if isinstance(o, OsimMovingPathPoint) else v
+                for o, v in zip(m.points, c.points, strict=True)
+            ),
+            c.wraps,
+            c.params,
+        )
+        for m, c in zip(muscles, checked, strict=True)
+    ]
+    return eqx.tree_at(lambda mm: mm.muscles, model, MuscleSet(final), is_leaf=lambda x: x is None)
+
+
+def model_with_muscles(
+    imp: OsimImport,
+    *,
+    skip_unsupported: bool = False,
+    skipped: dict | None = None,
+    only: tuple[str, ...] | None = None,
+) -> Model:
+    """The imported model carrying the muscles :func:`osim_muscles` can build.
+
+    jaxmb's own checks (``with_muscles``) run on every muscle; with ``skip_unsupported`` a muscle
+    they reject is left out too (reason in ``skipped``), otherwise :class:`OsimImportError`.
+    ``only`` keeps just the named muscles (in the file's order); an unknown name raises.
+    """
+    why: dict[str, str] = {} if skipped is None else skipped
+    if only is not None:
+        every = [m.name for m in imp.muscles]
+        unknown = [n for n in only if n not in every]
+        if unknown:
+            raise OsimImportError(f"{imp.path}: unknown muscles {unknown}")
+        imp = dataclasses.replace(imp, muscles=tuple(m for m in imp.muscles if m.name in only))
+    muscles = osim_muscles(imp, skip_unsupported=skip_unsupported, skipped=why)
+    kept = []
+    for m in muscles:
+        try:
+            _attach(imp.model, [m])
+        except ModelError as e:
+            if not skip_unsupported:
+                raise OsimImportError(f"{imp.path}: {e}") from None
+            why[m.name] = str(e)
+            continue
+        kept.append(m)
+    return _attach(imp.model, kept)
