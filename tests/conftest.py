@@ -17,3 +17,19 @@ settings.register_profile(
     derandomize=True,
 )
 settings.load_profile("jaxmb")
+
+
+# JAXMB_TEST_TIMES=path appends "cpu_s wall_s nodeid" per test, written as each test ends, so a
+# profile of the suite survives interruption and CPU time stays meaningful on a loaded machine.
+_TIMES = os.environ.get("JAXMB_TEST_TIMES")
+if _TIMES:
+    import time
+
+    import pytest
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(item, nextitem):
+        c0, w0 = time.process_time(), time.perf_counter()
+        yield
+        with open(_TIMES, "a") as fh:
+            fh.write(f"{time.process_time() - c0:.2f} {time.perf_counter() - w0:.2f} {item.nodeid}\n")
