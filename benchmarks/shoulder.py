@@ -1,0 +1,315 @@
+"""Shoulder computed-torque tracking: the embedded ODE (jaxmb) against the index-1 DAE.
+
+The seed's problem (§4-4 C, Eqs. 200–201): ``models.shoulder("degroot")``, plane of elevation held
+at 90°, axial rotation at −30°, elevation 0.1 → 2.1 rad by minimum jerk in 2 s, K = diag(100, 100,
+1000) critically damped, integrated over [0, 2] s from the desired state.
+
+Routes, same diffrax solver (Dopri5, the Runge–Kutta–Fehlberg family the seed used) and PID
+controller, rtol = atol = tol:
+
+* ``ode``: state (q, q̇) ∈ R⁶. Each right-hand side forms M and N q̇ − G (one pose pass,
+  ``dynamics._equations_of_motion``) and solves Eq. 200 — the 6×6 block system for (q̈, τ).
+* ``dae_a<gain>``: the clavicle and scapula angles are coordinates too: x ∈ R¹⁴ (every joint
+  variable), the rhythm is 11 algebraic constraints φ(x) = x_dep − f_dep(x_ind) = 0 (the 10
+  clavicle/scapula variables and ``shoulder1_r2 = −elv_angle``). Index 1 with Baumgarte
+  stabilization ``Φ_x ẍ + φ_xx[ẋ, ẋ] + 2α Φ_x ẋ + α² φ = 0``, and the computed torque acting on
+  the three independent coordinates with ``S ẍ = Q_d`` — one 28×28 solve for (ẍ, λ, τ) per
+  right-hand side; state (x, ẋ) ∈ R²⁸, consistent initial values. The DAE is credited with its
+  best gain.
+
+Error (rad) = max over 201 output times of |q − q_des| on the three coordinates and of the
+clavicle/scapula joint variables' distance from the rhythm at the desired pose (the exact solution
+is q = q_des: the error dynamics are homogeneous with zero initial error). Timings are compiled
+steady state, ODE and DAE sampled alternately (``timeit_interleaved``; the machine is shared), the
+tolerance is a traced argument so each route compiles once. Writes
+``benchmarks/results/shoulder.json`` and ``benchmarks/results/shoulder_work_precision.png``.
+
+    taskset -c 1 python benchmarks/shoulder.py           # full
+    taskset -c 1 python benchmarks/shoulder.py --quick   # three tolerances, fewer repeats
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+from pathlib import Path
+
+import diffrax as dfx
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's jaxmb
+from _common import RESULTS, metadata, save_results, timeit_interleaved  # noqa: E402
+
+import jaxmb  # noqa: E402, F401  (float64)
+from jaxmb.control import MinimumJerk, computed_torque  # noqa: E402
+from jaxmb.coupling import identity_map  # noqa: E402
+from jaxmb.dynamics import _equations_of_motion  # noqa: E402
+from jaxmb.kinematics import tree_kinematics  # noqa: E402
+from jaxmb.models import shoulder as sh  # noqa: E402
+
+T1 = 2.0
+K = jnp.asarray([100.0, 100.0, 1000.0])
+IND = np.array([sh.JOINT_VARIABLES.index(n) for n in sh.COORDINATES])
+DEP = np.array([i for i in range(len(sh.JOINT_VARIABLES)) if i not in IND])
+TS = jnp.linspace(0.0, T1, 201)
+DAE_GAINS = (0.0, 10.0, 100.0)
+
+
+def desired():
+    return MinimumJerk([np.pi / 2, 0.1, -np.pi / 6], [np.pi / 2, 2.1, -np.pi / 6], 2.0)
+
+
+def _commanded(des, t, q, qd):
+    q_des, qd_des, qdd_des = des(t)
+    return qdd_des - 2.0 * K * (qd - qd_des) - K**2 * (q - q_des)
+
+
+# ---------------------------------------------------------------------------------------- routes
+
+
+def ode_solve(t, q, qd, model, des):
+    """Eq. 200: (q̈, τ)."""
+    M, h = _equations_of_motion(model, tree_kinematics(model, q), qd)
+    n = q.shape[0]
+    eye = jnp.eye(n, dtype=M.dtype)
+    A = jnp.block([[M, -eye], [eye, jnp.zeros_like(M)]])
+    sol = jnp.linalg.solve(A, jnp.concatenate([-h, _commanded(des, t, q, qd)]))
+    return sol[:n], sol[n:]
+
+
+def ode_rhs(t, y, args):
+    q, qd = y
+    return qd, ode_solve(t, q, qd, *args)[0]
+
+
+def dae_model(model):
+    """The same bodies with every joint variable a coordinate (identity joint map, nq = 14)."""
+    return dataclasses.replace(
+        model, joint_map=identity_map(model.nj), coordinate_names=sh.JOINT_VARIABLES
+    )
+
+
+def constraint(x, coefficients):
+    return x[DEP] - sh.degroot_brand_rhythm(x[IND], coefficients)[DEP]
+
+
+def dae_solve(t, x, xd, model, coefficients, des, gain):
+    """The augmented index-1 system: (ẍ, λ, τ)."""
+    M, h = _equations_of_motion(model, tree_kinematics(model, x), xd)
+    phi = lambda z: constraint(z, coefficients)  # noqa: E731
+    Phi = jax.jacfwd(phi)(x)
+    vel = lambda z: jax.jvp(phi, (z,), (xd,))[1]  # noqa: E731
+    phi_v, phi_xx = jax.jvp(vel, (x,), (xd,))
+    gamma = -phi_xx - 2.0 * gain * phi_v - gain**2 * phi(x)
+    nx, nc, nu = x.shape[0], DEP.size, IND.size
+    S = jnp.zeros((nu, nx), dtype=M.dtype).at[jnp.arange(nu), IND].set(1.0)
+    A = jnp.block(
+        [
+            [M, -Phi.T, -S.T],
+            [Phi, jnp.zeros((nc, nc + nu), dtype=M.dtype)],
+            [S, jnp.zeros((nu, nc + nu), dtype=M.dtype)],
+        ]
+    )
+    b = jnp.concatenate([-h, gamma, _commanded(des, t, x[IND], xd[IND])])
+    sol = jnp.linalg.solve(A, b)
+    return sol[:nx], sol[nx : nx + nc], sol[nx + nc :]
+
+
+def dae_rhs(t, y, args):
+    x, xd = y
+    return xd, dae_solve(t, x, xd, *args)[0]
+
+
+def _solve(rhs, y0, args, tol):
+    sol = dfx.diffeqsolve(
+        dfx.ODETerm(rhs),
+        dfx.Dopri5(),
+        0.0,
+        T1,
+        None,
+        y0,
+        args=args,
+        stepsize_controller=dfx.PIDController(rtol=tol, atol=tol),
+        saveat=dfx.SaveAt(ts=TS),
+        max_steps=200_000,
+        throw=False,
+    )
+    return sol.ys, sol.stats["num_steps"], sol.result
+
+
+@eqx.filter_jit
+def run_ode(model, des, tol):
+    (q, qd), steps, result = _solve(ode_rhs, des(jnp.asarray(0.0))[:2], (model, des), tol)
+    q_des = jax.vmap(des)(TS)[0]
+    f = jax.vmap(model.joint_map)
+    err = jnp.maximum(jnp.abs(q - q_des).max(), jnp.abs(f(q) - f(q_des)).max())
+    return err, steps, result
+
+
+@eqx.filter_jit
+def run_dae(model, coefficients, des, gain, tol):
+    q0, qd0, _ = des(jnp.asarray(0.0))
+    x0, xd0 = jax.jvp(lambda q: sh.degroot_brand_rhythm(q, coefficients), (q0,), (qd0,))
+    (x, xd), steps, result = _solve(dae_rhs, (x0, xd0), (model, coefficients, des, gain), tol)
+    q_des = jax.vmap(des)(TS)[0]
+    f_des = jax.vmap(lambda q: sh.degroot_brand_rhythm(q, coefficients))(q_des)
+    err = jnp.maximum(jnp.abs(x[:, IND] - q_des).max(), jnp.abs(x - f_des).max())
+    drift = jnp.abs(jax.vmap(lambda z: constraint(z, coefficients))(x)).max()
+    return err, steps, result, drift
+
+
+# ---------------------------------------------------------------------------------------- main
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="three tolerances, fewer repeats")
+    args = ap.parse_args(argv)
+    tols = [1e-6, 1e-8, 1e-10] if args.quick else [1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10, 1e-11]
+    repeats = 3 if args.quick else 7
+
+    model = sh.shoulder("degroot", muscles=False)
+    coefficients = model.joint_map.params
+    mdae = dae_model(model)
+    des = desired()
+    # the two right-hand sides agree on a consistent state (same accelerations, same torques)
+    ctrl = computed_torque(model, K, des)
+    q, qd, t = jnp.asarray([1.4, 0.9, -0.3]), jnp.asarray([0.2, -0.5, 0.8]), jnp.asarray(0.7)
+    x, xd = jax.jvp(lambda z: sh.degroot_brand_rhythm(z, coefficients), (q,), (qd,))
+    qdd, tau = ode_solve(t, q, qd, model, des)
+    xdd, _, tau_dae = dae_solve(t, x, xd, mdae, coefficients, des, 10.0)
+    f = lambda z: sh.degroot_brand_rhythm(z, coefficients)  # noqa: E731
+    xdd_embedded = (
+        jax.jvp(lambda z: jax.jvp(f, (z,), (qd,))[1], (q,), (qd,))[1] + jax.jvp(f, (q,), (qdd,))[1]
+    )
+    check = {
+        "tau_dae_minus_ode": float(jnp.abs(tau_dae - tau).max()),
+        "tau_ode_minus_rnea": float(jnp.abs(tau - ctrl(t, q, qd)).max()),
+        "xdd_dae_minus_embedded": float(jnp.abs(xdd - xdd_embedded).max()),
+    }
+    print("consistency of the two formulations at one state:", check)
+
+    t0 = time.perf_counter()
+    jax.block_until_ready(run_ode(model, des, jnp.asarray(1e-8)))
+    compile_ode = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    jax.block_until_ready(run_dae(mdae, coefficients, des, jnp.asarray(10.0), jnp.asarray(1e-8)))
+    compile_dae = time.perf_counter() - t0
+    print(f"compile + first run: ODE {compile_ode:.1f} s, DAE {compile_dae:.1f} s")
+
+    rows = []
+    for tol in tols:
+        tol_a = jnp.asarray(tol)
+        e, n, res = run_ode(model, des, tol_a)
+        row = {
+            "tol": tol,
+            "ode": {"error": float(e), "steps": int(n), "ok": bool(res == dfx.RESULTS.successful)},
+        }
+        fns = [lambda: run_ode(model, des, tol_a)]
+        for g in DAE_GAINS:
+            g_a = jnp.asarray(g)
+            e, n, res, drift = run_dae(mdae, coefficients, des, g_a, tol_a)
+            row[f"dae_a{g:g}"] = {
+                "error": float(e),
+                "steps": int(n),
+                "ok": bool(res == dfx.RESULTS.successful),
+                "constraint_drift": float(drift),
+            }
+            fns.append(lambda g_a=g_a: run_dae(mdae, coefficients, des, g_a, tol_a))
+        samples = timeit_interleaved(fns, repeats=repeats, warmup=1)
+        keys = ["ode"] + [f"dae_a{g:g}" for g in DAE_GAINS]
+        for k, s in zip(keys, samples, strict=True):
+            row[k]["seconds"] = float(np.median(s))
+        best = min(keys[1:], key=lambda k: row[k]["seconds"])
+        row["dae_over_ode_same_tol"] = row[best]["seconds"] / row["ode"]["seconds"]
+        rows.append(row)
+        print(
+            f"tol {tol:.0e}: ODE err {row['ode']['error']:.2e} {row['ode']['seconds'] * 1e3:.1f} ms"
+            f" ({row['ode']['steps']} steps) | "
+            + " | ".join(
+                f"{k} err {row[k]['error']:.2e} {row[k]['seconds'] * 1e3:.1f} ms"
+                f" ({row[k]['steps']} steps)"
+                for k in keys[1:]
+            )
+        )
+
+    # speed ratio at equal accuracy: each ODE point against the DAE's time at the same error,
+    # interpolated in log-log along the DAE's best-gain curve
+    ratios = []
+    for row in rows:
+        e, t_ode = row["ode"]["error"], row["ode"]["seconds"]
+        best = np.inf
+        for g in DAE_GAINS:
+            k = f"dae_a{g:g}"
+            pts = sorted(
+                (r[k]["error"], r[k]["seconds"]) for r in rows if r[k]["ok"] and r[k]["error"] > 0
+            )
+            errs = np.log([p[0] for p in pts])
+            secs = np.log([p[1] for p in pts])
+            if len(pts) >= 2 and errs[0] <= np.log(e) <= errs[-1]:
+                best = min(best, float(np.exp(np.interp(np.log(e), errs, secs))))
+        if np.isfinite(best):
+            ratios.append({"error": e, "ode_seconds": t_ode, "dae_seconds": best,
+                           "ratio": best / t_ode})  # fmt: skip
+    summary = {
+        "ratio_equal_accuracy": [r["ratio"] for r in ratios],
+        "ratio_equal_accuracy_median": float(np.median([r["ratio"] for r in ratios]))
+        if ratios
+        else None,
+        "ratio_same_tolerance": [r["dae_over_ode_same_tol"] for r in rows],
+        "seed_claim": "ODE more than 3x faster than the DAE",
+    }
+    print("DAE/ODE time at equal accuracy:", [f"{r['ratio']:.2f}" for r in ratios])
+    print(
+        "DAE/ODE time at the same tolerance:", [f"{x:.2f}" for x in summary["ratio_same_tolerance"]]
+    )
+
+    results = {
+        "meta": metadata(
+            benchmark="shoulder computed-torque tracking, ODE vs index-1 DAE",
+            quick=args.quick,
+            solver="dopri5",
+            dae_gains=DAE_GAINS,
+            compile_seconds={"ode": compile_ode, "dae": compile_dae},
+            consistency_check=check,
+        ),
+        "rows": rows,
+        "equal_accuracy": ratios,
+        "summary": summary,
+    }
+    path = save_results("shoulder", results)
+    print("wrote", path)
+    plot(rows)
+
+
+def plot(rows):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4.2))
+    keys = ["ode"] + [f"dae_a{g:g}" for g in DAE_GAINS]
+    for k in keys:
+        e = [r[k]["error"] for r in rows]
+        s = [r[k]["seconds"] * 1e3 for r in rows]
+        ax.loglog(e, s, "o-" if k == "ode" else "s--", label=k.replace("dae_a", "DAE, α = "))
+    ax.set_xlabel("max error (rad)")
+    ax.set_ylabel("time per solve (ms, compiled)")
+    ax.set_title("Shoulder tracking, Dopri5: embedded ODE vs index-1 DAE")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    out = RESULTS / "shoulder_work_precision.png"
+    fig.savefig(out, dpi=120)
+    print("wrote", out)
+
+
+if __name__ == "__main__":
+    main()
