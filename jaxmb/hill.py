@@ -16,6 +16,11 @@ differentiable with respect to them).
 - Elastic tendon: state l̃_M; the tendon force ``F_max f_T(l̃_T)`` balances the fibre force along
   the tendon, which gives ``f_v`` and, through the closed-form inverse, the fibre velocity
   ``dl̃_M/dt``. The division by ``a f_act`` is guarded by ``min_activation`` (default 0.01).
+  Where the required ``f_v`` leaves the curve's range (far from equilibrium) the velocity saturates
+  smoothly (C², :func:`soft_clip`) at ``±v_max``; a hard clip there had zero derivative, which cut
+  every gradient that flowed through a saturated muscle. :func:`elastic_tendon_equilibrium` gives
+  the static fibre length (``f_v = 1``) to start a simulation from, differentiable by the implicit
+  function theorem.
 
 :func:`musculoskeletal_rhs` couples the muscle states to the multibody ODE
 ``M q̈ + N q̇ = G + Q_applied + R(q) F_MT`` (via :func:`jaxmb.dynamics.forward_dynamics`).
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
@@ -44,6 +50,8 @@ __all__ = [
     "rigid_tendon_coefficients",
     "elastic_tendon_fiber_velocity",
     "elastic_tendon_force",
+    "elastic_tendon_equilibrium",
+    "soft_clip",
     "musculoskeletal_rhs",
 ]
 
@@ -139,17 +147,87 @@ def elastic_tendon_force(p: MuscleParameters, lm_norm, lmt):
     return p.max_isometric_force * tendon_force_length(lt / p.tendon_slack_length)
 
 
+def soft_clip(x, lo, hi, width):
+    """``x`` inside ``[lo + width, hi − width]``, saturating smoothly towards ``lo`` and ``hi``.
+
+    Outside the band the excess ``z = excess/width`` is squashed algebraically,
+    ``width · z / sqrt(1 + z²)``: value, slope and curvature match the identity at the band's
+    edges (z − z³/2 + …), so the result is C², and its slope ``(1 + z²)^(−3/2)`` stays positive in
+    float64 far out (about 1e-18 at z = 10⁶), where a tanh's would round to exactly 0 and, like
+    :func:`jnp.clip`'s, cut every gradient through a saturated muscle.
+    """
+    top, bottom = hi - width, lo + width
+    zu = (x - top) / width
+    zd = (bottom - x) / width
+    up = top + width * zu / jnp.hypot(1.0, zu)  # hypot: no overflow of z²
+    down = bottom - width * zd / jnp.hypot(1.0, zd)
+    return jnp.where(x > top, up, jnp.where(x < bottom, down, x))
+
+
+# f_v is inverted on (0, f_v(1)); the last 5 % of the curve's range at each end bend smoothly
+_FV_SOFT_WIDTH = 0.05
+
+
 def elastic_tendon_fiber_velocity(p: MuscleParameters, a, lm_norm, lmt, min_activation=0.01):
     """dl̃_M/dt (1/s) of the elastic-tendon model: force equilibrium along the tendon solved for
-    ``f_v`` and inverted in closed form."""
+    ``f_v`` and inverted in closed form.
+
+    ``f_v = (f_T / cos α − f_pas) / (max(a, min_activation) f_act)``, softly limited to the curve's
+    range ``(0, f_v(1))`` by :func:`soft_clip` so that the velocity stays within about ``±v_max``
+    and remains differentiable (with a nonzero derivative) far from equilibrium.
+    Shapes broadcast over muscles; a (–), l̃_M (–), l_MT (m).
+    """
     lm = lm_norm * p.optimal_fiber_length
     cos_a = pennation(p, lm)
     ft = tendon_force_length((lmt - lm * cos_a) / p.tendon_slack_length)
     act = jnp.maximum(a, min_activation) * active_force_length(lm_norm)
     fv = (ft / cos_a - passive_force_length(lm_norm)) / act
-    # the inverse is only defined where f_v stays within the curve's range
-    fv = jnp.clip(fv, 1e-6, force_velocity(1.0))
+    fv = soft_clip(fv, 0.0, force_velocity(1.0), _FV_SOFT_WIDTH)
     return p.max_contraction_velocity * force_velocity_inverse(fv)
+
+
+def _static_imbalance(p: MuscleParameters, a, w, lmt):
+    """f_T − (a f_act + f_pas) cos α (–) as a function of the fibre's projection w = l_M cos α."""
+    h = p.optimal_fiber_length * jnp.sin(p.pennation_at_optimal)
+    lm = jnp.sqrt(h * h + w * w)
+    lm_n = lm / p.optimal_fiber_length
+    ft = tendon_force_length((lmt - w) / p.tendon_slack_length)
+    return ft - (a * active_force_length(lm_n) + passive_force_length(lm_n)) * (w / lm)
+
+
+def elastic_tendon_equilibrium(p: MuscleParameters, a, lmt, iterations: int = 80):
+    """Static fibre length l̃_M (–) where the tendon force balances the isometric fibre force.
+
+    Solves ``f_T(l̃_T) = (a f_act(l̃_M) + f_pas(l̃_M)) cos α`` (``f_v = 1``) for each muscle by
+    bisection on the fibre's projection along the tendon, ``w ∈ (10⁻⁶ l_opt, l_MT − l_s/2)``
+    (a slack tendon pulls with f_T ≈ −0.25 < fibre force, a long one with a large f_T), then one
+    Newton step whose iterate is ``stop_gradient``-ed: its derivative is the implicit-function
+    one, ``dw/dθ = −(∂g/∂θ)/(∂g/∂w)``, so ``jax.grad``/``jax.jvp`` work in both modes.
+    a (nm,) or scalar, l_MT (nm,) m. Returns (nm,). At ``a ≈ 0`` with a descending fibre curve the
+    imbalance can have several roots; bisection returns one of them.
+    """
+    a = jnp.asarray(a, dtype=float)
+    lmt = jnp.asarray(lmt, dtype=float)
+    shape = jnp.broadcast_shapes(a.shape, lmt.shape, p.max_isometric_force.shape)
+    sg = jax.lax.stop_gradient
+    ps, asg, lsg = jax.tree_util.tree_map(sg, p), sg(a), sg(lmt)
+    lo = jnp.broadcast_to(1e-6 * ps.optimal_fiber_length, shape)
+    hi = jnp.broadcast_to(
+        jnp.maximum(lsg - 0.5 * ps.tendon_slack_length, 2e-6 * ps.optimal_fiber_length), shape
+    )
+
+    def bisect(_, bracket):
+        lo, hi = bracket
+        mid = 0.5 * (lo + hi)
+        positive = _static_imbalance(ps, asg, mid, lsg) > 0  # tendon still too long
+        return jnp.where(positive, mid, lo), jnp.where(positive, hi, mid)
+
+    lo, hi = jax.lax.fori_loop(0, iterations, bisect, (lo, hi))
+    w0 = sg(0.5 * (lo + hi))
+    g, dg = jax.jvp(lambda w: _static_imbalance(p, a, w, lmt), (w0,), (jnp.ones_like(w0),))
+    w = w0 - g / sg(dg)
+    h = p.optimal_fiber_length * jnp.sin(p.pennation_at_optimal)
+    return jnp.sqrt(h * h + w * w) / p.optimal_fiber_length
 
 
 def musculoskeletal_rhs(
