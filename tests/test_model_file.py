@@ -522,3 +522,18 @@ def test_expressions_are_traceable_and_differentiable():
     batched = jax.jit(jax.vmap(lambda z: e(z, None)))(jnp.stack([v, 2 * v]))
     assert batched.shape == (2, 3)
     assert hash(e) == hash(Expressions(e.sources, ("x", "y")))  # usable as a static field
+
+
+def test_the_complete_examples_of_the_docs_load():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "docs" / "model_file.md").read_text()
+    blocks = [b.split("```", 1)[0] for b in text.split("```json\n")[1:]]
+    full = [b for b in blocks if b.lstrip().startswith('{\n  "format"')]
+    assert full
+    for b in full:
+        model = loads_model(b, "docs/model_file.md")
+        assert_identical(model, loads_model(dumps_model(model)))
+    arm = load_model(root / "jaxmb" / "data" / "models" / "two_link_arm.json")
+    assert arm.muscle_names == ("flexor", "extensor")
