@@ -1437,7 +1437,7 @@ def _attach(model: Model, muscles: list) -> Model:
         Muscle(
             m.name,
             tuple(
-                PathPoint(p.body, p.location(jnp.zeros(model.nq)), p.name)
+                PathPoint(p.body, p.offset, p.name)  # any finite point: only checked
                 if isinstance(p, OsimMovingPathPoint)
                 else p
                 for p in m.points
