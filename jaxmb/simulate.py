@@ -18,7 +18,7 @@ happened), or, with ``throw=False``, returns a :class:`Trajectory` whose ``resul
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import diffrax as dfx
 import equinox as eqx
@@ -31,7 +31,16 @@ from jaxtyping import Array, Float
 from .dynamics import _forward_dynamics
 from .model import Model
 
-__all__ = ["SOLVERS", "SimulationError", "Trajectory", "simulate", "simulate_batch", "ode_rhs"]
+__all__ = [
+    "SOLVERS",
+    "SimulationError",
+    "Trajectory",
+    "simulate",
+    "simulate_batch",
+    "ode_rhs",
+    "ERKResult",
+    "erk_solve",
+]
 
 SOLVERS = ("tsit5", "dopri5", "dopri8", "kvaerno5", "kencarp4")
 _IMEX = ("kencarp4",)
@@ -420,3 +429,130 @@ def _select(model, model_axes, i):
     """Batch member i of a model vmapped with ``model_axes`` (for diagnostics only)."""
     full = eqx.filter_vmap(lambda m: m, in_axes=(model_axes,))(model)
     return jax.tree_util.tree_map(lambda x: x[i] if eqx.is_array(x) else x, full)
+
+
+# ------------------------------------------------------------------------ lean explicit RK solver
+
+
+class ERKResult(NamedTuple):
+    """Result of :func:`erk_solve`: state at t1, time reached, step counts, success flag."""
+
+    y1: Float[Array, " n"]
+    t: Float[Array, ""]
+    num_steps: Array
+    num_accepted_steps: Array
+    ok: Array
+
+
+def _tableau(method: str):
+    """Static (a (s, s), b (s,), e (s,), c (s,), order, fsal) from diffrax's Butcher tableaus."""
+    classes = {"tsit5": dfx.Tsit5, "dopri5": dfx.Dopri5, "dopri8": dfx.Dopri8}
+    if method not in classes:
+        raise ValueError(f"erk_solve: unknown method {method!r}; choose one of {tuple(classes)}")
+    tab = classes[method].tableau
+    s = len(tab.b_sol)
+    a = np.zeros((s, s))
+    for i, row in enumerate(tab.a_lower):
+        a[i + 1, : len(row)] = row
+    c = np.concatenate([[0.0], np.asarray(tab.c)])
+    b, e = np.asarray(tab.b_sol, float), np.asarray(tab.b_error, float)
+    fsal = bool(c[-1] == 1.0 and b[-1] == 0.0 and np.allclose(a[-1, :-1], b[:-1], rtol=0, atol=0))
+    return a, b, e, c, classes[method]().order(None), fsal
+
+
+@eqx.filter_jit
+def erk_solve(
+    rhs: Callable,
+    y0: Float[Array, " n"],
+    t0: float,
+    t1: float,
+    *,
+    method: str = "tsit5",
+    rtol: float = 1e-8,
+    atol: float = 1e-8,
+    max_steps: int = 100_000,
+    safety: float = 0.9,
+    factormin: float = 0.2,
+    factormax: float = 10.0,
+) -> ERKResult:
+    """Adaptive embedded Runge–Kutta for a small flat state ``ẏ = rhs(t, y)``, end state only.
+
+    The same Butcher tableaus as diffrax's ``Tsit5`` / ``Dopri5`` / ``Dopri8`` and the same kind of
+    control (RMS norm of ``err / (atol + rtol max(|y|, |y_new|))``, integral controller with
+    exponent 1/order, safety, factor clip, Hairer's initial step), in one ``lax.while_loop`` over
+    flat arrays: no saving, events, progress meter or pytree bookkeeping. On XLA:CPU every fused
+    kernel costs a fixed dispatch overhead, so for right-hand sides of a microsecond or two
+    diffrax's per-step machinery (≈ 10 µs) would dominate; this loop costs about one RHS per step.
+    Forward-mode and vmap work; it is not meant for reverse-mode differentiation (use
+    :func:`simulate`).
+
+    Args:
+        rhs: ``(t, y) -> ẏ``, y of shape (n,). y0: (n,) initial state. t0 < t1: times (s).
+        method: ``"tsit5"``, ``"dopri5"`` or ``"dopri8"``. rtol, atol: tolerances.
+        max_steps: step budget; ``ok`` is False if it runs out or the state turns non-finite.
+
+    Returns:
+        :class:`ERKResult` (y1 (n,), t reached, num_steps, num_accepted_steps, ok).
+    """
+    a, b, e, c, order, fsal = _tableau(method)
+    y0 = jnp.asarray(y0, dtype=float)
+    dtype = y0.dtype
+    t0, t1 = jnp.asarray(t0, dtype), jnp.asarray(t1, dtype)
+    s = len(b)
+
+    def comb(w, K):
+        # Σ_j w_j K_j over the stages as one fused broadcast-sum (no CPU dot kernel)
+        nz = [j for j in range(len(w)) if w[j] != 0.0]
+        if not nz:
+            return jnp.zeros_like(y0)
+        W = jnp.asarray(np.asarray(w)[nz], dtype)
+        return jnp.sum(W[:, None] * jnp.stack([K[j] for j in nz]), axis=0)
+
+    def scale(y, y_new):
+        return atol + rtol * jnp.maximum(jnp.abs(y), jnp.abs(y_new))
+
+    def rms(x):
+        return jnp.sqrt(jnp.mean(x * x))
+
+    k0 = rhs(t0, y0)
+    # Hairer, Nørsett & Wanner, Solving ODEs I, §II.4: initial step from two RHS evaluations
+    d0, d1 = rms(y0 / scale(y0, y0)), rms(k0 / scale(y0, y0))
+    h0 = jnp.where((d0 < 1e-5) | (d1 < 1e-5), 1e-6, 0.01 * d0 / d1)
+    h0 = jnp.minimum(h0, t1 - t0)
+    k1 = rhs(t0 + h0, y0 + h0 * k0)
+    d2 = rms((k1 - k0) / scale(y0, y0)) / h0
+    h1 = jnp.where(
+        jnp.maximum(d1, d2) <= 1e-15,
+        jnp.maximum(1e-6, h0 * 1e-3),
+        (0.01 / jnp.maximum(d1, d2)) ** (1.0 / order),
+    )
+    h_init = jnp.minimum(jnp.minimum(100.0 * h0, h1), t1 - t0)
+
+    def cond(carry):
+        t, _, _, _, n, _, ok = carry
+        return (t < t1) & (n < max_steps) & ok
+
+    def body(carry):
+        t, y, k_first, h, n, n_acc, ok = carry
+        h = jnp.minimum(h, t1 - t)
+        K = [k_first]
+        for i in range(1, s):
+            K.append(rhs(t + c[i] * h, y + h * comb(a[i, :i], K)))
+        y_new = y + h * comb(b, K)
+        err = rms(h * comb(e, K) / scale(y, y_new))
+        accept = err <= 1.0
+        finite = jnp.all(jnp.isfinite(y_new)) & jnp.isfinite(err)
+        factor = safety * jnp.where(err > 0.0, err, 1e-10) ** (-1.0 / order)
+        factor = jnp.clip(factor, factormin, jnp.where(accept, factormax, 1.0))
+        t_new = jnp.where(accept, jnp.where(h >= t1 - t, t1, t + h), t)
+        y_out = jnp.where(accept, y_new, y)
+        if fsal:
+            k_next = jnp.where(accept, K[-1], k_first)
+        else:
+            k_next = jax.lax.cond(accept, lambda: rhs(t_new, y_new), lambda: k_first)
+        return (t_new, y_out, k_next, h * factor, n + 1, n_acc + accept, finite)
+
+    zero = jnp.zeros((), jnp.int32)
+    init = (t0, y0, k0, h_init, zero, zero, jnp.all(jnp.isfinite(k0)))
+    t, y, _, _, n, n_acc, ok = jax.lax.while_loop(cond, body, init)
+    return ERKResult(y1=y, t=t, num_steps=n, num_accepted_steps=n_acc, ok=ok & (t >= t1))

@@ -133,3 +133,99 @@ def test_forward_dynamics_uses_generic_elements_fallback():
     pushed = eqx.tree_at(lambda m: m.forces, model, (Push(),))
     qdd0 = dy.forward_dynamics(model, q, qd, tau=jnp.ones(model.nq) * 0.5)
     assert_rel(dy.forward_dynamics(pushed, q, qd), qdd0, what="fallback element")
+
+
+# ------------------------------------------------------- lean embedded RK and the dynamics premodel
+
+
+@pytest.mark.parametrize("method", ["tsit5", "dopri5", "dopri8"])
+def test_erk_solve_matches_closed_form(method):
+    """A damped oscillator ``x'' + 2ζω x' + ω² x = 0`` against its closed-form solution."""
+    from jaxmb.simulate import erk_solve
+
+    w, z, t1 = 30.0, 0.1, 1.0
+    rhs = lambda t, y: jnp.stack([y[1], -(w**2) * y[0] - 2 * z * w * y[1]])
+    r = erk_solve(rhs, jnp.array([1.0, 0.0]), 0.0, t1, method=method, rtol=1e-11, atol=1e-11)
+    wd = w * np.sqrt(1 - z**2)
+    x = lambda t: np.exp(-z * w * t) * (np.cos(wd * t) + z * w / wd * np.sin(wd * t))
+    v = -np.exp(-z * w * t1) * (w**2 / wd) * np.sin(wd * t1)
+    assert bool(r.ok) and float(r.t) == t1
+    np.testing.assert_allclose(np.asarray(r.y1), [x(t1), v], rtol=0, atol=1e-9)
+
+
+def test_erk_solve_steps_like_diffrax():
+    """Same tableau and the same kind of controller as diffrax's Tsit5 + PIDController: the step
+    counts agree within 15 % and both solutions within their tolerance."""
+    import diffrax as dfx
+
+    from jaxmb.simulate import erk_solve
+
+    rhs = lambda t, y: jnp.stack([y[1], -900.0 * y[0] - 6.0 * y[1] + jnp.cos(3.0 * t)])
+    y0 = jnp.array([1.0, 0.0])
+    r = erk_solve(rhs, y0, 0.0, 1.0, method="tsit5", rtol=1e-8, atol=1e-8)
+    ref = dfx.diffeqsolve(dfx.ODETerm(lambda t, y, a: rhs(t, y)), dfx.Tsit5(), 0.0, 1.0, None, y0,
+                          stepsize_controller=dfx.PIDController(rtol=1e-8, atol=1e-8))  # fmt: skip
+    n, n_ref = int(r.num_steps), int(ref.stats["num_steps"])
+    assert abs(n - n_ref) <= max(3, 0.15 * n_ref), (n, n_ref)
+    np.testing.assert_allclose(np.asarray(r.y1), np.asarray(ref.ys[-1]), rtol=0, atol=1e-6)
+
+
+def test_erk_solve_reports_failure():
+    from jaxmb.simulate import erk_solve
+
+    rhs = lambda t, y: -y
+    r = erk_solve(rhs, jnp.ones(2), 0.0, 10.0, rtol=1e-12, atol=1e-12, max_steps=5)
+    assert not bool(r.ok) and int(r.num_steps) == 5 and float(r.t) < 10.0
+    blow = erk_solve(lambda t, y: y * y, jnp.ones(1), 0.0, 2.0, max_steps=10_000)  # y = 1/(1−t)
+    assert not bool(blow.ok) and float(blow.t) < 1.0 + 1e-6
+    with pytest.raises(ValueError, match="unknown method 'rk4'"):
+        erk_solve(rhs, jnp.ones(2), 0.0, 1.0, method="rk4")
+
+
+@pytest.fixture(scope="module")
+def pendulum():
+    """chain(1), a physical pendulum under gravity, with a position-only joint spring."""
+    from jaxmb.models import chain
+
+    m = chain(1)
+    return eqx.tree_at(lambda m: m.forces, m, (fo.JointSpring(0, 3.0, 0.2),))
+
+
+@pytest.mark.parametrize("kind", ["fourier", "chebyshev"])
+def test_premodel_dynamics_matches_forward_dynamics(pendulum, kind):
+    """q̈ = a(q) + b(q) q̇² fitted spectrally equals the tree route's q̈ at random states."""
+    # the spring's −k (q − rest) is not periodic: the Fourier case premodels the bare pendulum
+    model = eqx.tree_at(lambda m: m.forces, pendulum, ()) if kind == "fourier" else pendulum
+    kw = dict(period=2 * np.pi) if kind == "fourier" else dict(interval=(-2.0, 3.0))
+    pm = dy.premodel_dynamics(model, n=24, **kw)
+    assert pm.kind == kind and max(pm.fit_error) < 1e-12, pm.fit_error
+    rng = np.random.default_rng(7)
+    lo, hi = (-9.0, 9.0) if kind == "fourier" else (-2.0, 3.0)
+    qs, qds = (jnp.asarray(rng.uniform(a, b, 12)) for a, b in ((lo, hi), (-30.0, 30.0)))
+
+    @jax.jit
+    @jax.vmap
+    def both(q, qd):
+        return pm(q[None], qd[None])[0], dy.forward_dynamics(model, q[None], qd[None])[0]
+
+    fit, exact = (np.asarray(x) for x in both(qs, qds))
+    assert_rel(fit, exact, rel=1e-11, what=f"{kind} premodel q̈")
+
+
+def test_premodel_dynamics_rejects_bad_input(pendulum):
+    from jaxmb.models import chain
+
+    with pytest.raises(ValueError, match="one-coordinate model, got nq = 2"):
+        dy.premodel_dynamics(chain(2), period=2 * np.pi)
+    with pytest.raises(ValueError, match="exactly one of period= or interval="):
+        dy.premodel_dynamics(pendulum)
+    with pytest.raises(ValueError, match="fourier fit with n = 16 misses the exact dynamics"):
+        dy.premodel_dynamics(pendulum, period=2 * np.pi, n=16)  # the spring is not periodic
+    with pytest.raises(ValueError, match="lower < upper"):
+        dy.premodel_dynamics(pendulum, interval=(1.0, 1.0))
+    damped = eqx.tree_at(lambda m: m.forces, pendulum, (fo.JointSpring(0, 3.0, 0.2, 0.5),))
+    with pytest.raises(ValueError, match="JointSpring depends on q̇ or t"):
+        dy.premodel_dynamics(damped, period=2 * np.pi, n=8)
+    pm = dy.premodel_dynamics(pendulum, interval=(-1.0, 1.0), n=16)
+    with pytest.raises(eqx.EquinoxRuntimeError, match="outside the fitted interval"):
+        jax.block_until_ready(pm(jnp.array([1.5]), jnp.zeros(1)))
