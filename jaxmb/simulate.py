@@ -474,6 +474,7 @@ def erk_solve(
     safety: float = 0.9,
     factormin: float = 0.2,
     factormax: float = 10.0,
+    unroll: bool = True,
 ) -> ERKResult:
     """Adaptive embedded Runge–Kutta for a small flat state ``ẏ = rhs(t, y)``, end state only.
 
@@ -490,6 +491,8 @@ def erk_solve(
         rhs: ``(t, y) -> ẏ``, y of shape (n,). y0: (n,) initial state. t0 < t1: times (s).
         method: ``"tsit5"``, ``"dopri5"`` or ``"dopri8"``. rtol, atol: tolerances.
         max_steps: step budget; ``ok`` is False if it runs out or the state turns non-finite.
+        unroll: unroll the stages (fastest; the RHS is compiled once per stage) or loop over them
+            with ``lax.fori_loop`` (the RHS compiled once: for large right-hand sides).
 
     Returns:
         :class:`ERKResult` (y1 (n,), t reached, num_steps, num_accepted_steps, ok).
@@ -535,11 +538,25 @@ def erk_solve(
     def body(carry):
         t, y, k_first, h, n, n_acc, ok = carry
         h = jnp.minimum(h, t1 - t)
-        K = [k_first]
-        for i in range(1, s):
-            K.append(rhs(t + c[i] * h, y + h * comb(a[i, :i], K)))
-        y_new = y + h * comb(b, K)
-        err = rms(h * comb(e, K) / scale(y, y_new))
+        if unroll:
+            K = [k_first]
+            for i in range(1, s):
+                K.append(rhs(t + c[i] * h, y + h * comb(a[i, :i], K)))
+            y_new = y + h * comb(b, K)
+            err = rms(h * comb(e, K) / scale(y, y_new))
+            k_last = K[-1]
+        else:
+            A, Cs = jnp.asarray(a, dtype), jnp.asarray(c, dtype)
+
+            def stage(i, K):
+                yi = y + h * jnp.sum(A[i][:, None] * K, axis=0)
+                return K.at[i].set(rhs(t + Cs[i] * h, yi))
+
+            K0 = jnp.zeros((s,) + y.shape, dtype).at[0].set(k_first)
+            K = jax.lax.fori_loop(1, s, stage, K0)
+            y_new = y + h * jnp.sum(jnp.asarray(b, dtype)[:, None] * K, axis=0)
+            err = rms(h * jnp.sum(jnp.asarray(e, dtype)[:, None] * K, axis=0) / scale(y, y_new))
+            k_last = K[-1]
         accept = err <= 1.0
         finite = jnp.all(jnp.isfinite(y_new)) & jnp.isfinite(err)
         factor = safety * jnp.where(err > 0.0, err, 1e-10) ** (-1.0 / order)
@@ -547,7 +564,7 @@ def erk_solve(
         t_new = jnp.where(accept, jnp.where(h >= t1 - t, t1, t + h), t)
         y_out = jnp.where(accept, y_new, y)
         if fsal:
-            k_next = jnp.where(accept, K[-1], k_first)
+            k_next = jnp.where(accept, k_last, k_first)
         else:
             k_next = jax.lax.cond(accept, lambda: rhs(t_new, y_new), lambda: k_first)
         return (t_new, y_out, k_next, h * factor, n + 1, n_acc + accept, finite)
