@@ -199,3 +199,97 @@ def test_read_c3d_markers(tmp_path):
     assert m.markers == ("A", "B") and m.data_rate == 100.0
     np.testing.assert_allclose(m.positions, np.transpose(pts[:3], (2, 1, 0)), rtol=1e-6)
     np.testing.assert_allclose(m.time, np.arange(6) / 100.0)
+
+
+def _c3d_int_parameter(c, group, name, values, shape):
+    """ezc3d's Python writer keeps a parameter's type from its dict entry; platforms need INT."""
+    import ezc3d
+
+    c.add_parameter(group, name, np.asarray(list(values), float).reshape(shape, order="F"))
+    c["parameters"][group][name]["type"] = ezc3d.ezc3d.INT
+    c["parameters"][group][name]["value"] = np.asarray(list(values), int).reshape(shape, order="F")
+
+
+def test_read_c3d_force_platform(tmp_path):
+    """A type-2 platform (channels Fx Fy Fz Mx My Mz) written with ezc3d: analog channels come back
+    as written, and the platform force is the channel force rotated into the lab frame by the plate
+    whose corners run (500,0,0) → (0,0,0) → (0,600,0) → (500,600,0): axes x, −y, −z."""
+    ezc3d = pytest.importorskip("ezc3d")
+    c = ezc3d.c3d()
+    c["parameters"]["POINT"]["RATE"]["value"] = [100]
+    c["parameters"]["POINT"]["LABELS"]["value"] = ("A",)
+    c["data"]["points"] = np.ones((4, 1, 5))
+    labels = ("Fx1", "Fy1", "Fz1", "Mx1", "My1", "Mz1")
+    analog = c["parameters"]["ANALOG"]
+    analog["RATE"]["value"] = [200]
+    analog["USED"]["value"] = [6]
+    analog["LABELS"]["value"] = labels
+    analog["SCALE"]["value"] = [1.0] * 6
+    analog["OFFSET"]["value"] = [0] * 6
+    analog["UNITS"]["value"] = ["N"] * 3 + ["Nmm"] * 3
+    rng = np.random.default_rng(4)
+    an = rng.normal(size=(1, 6, 10)) * np.array([5, 5, 20, 900, 900, 100])[None, :, None]
+    an[0, 2] += 700.0  # someone standing on it
+    c["data"]["analogs"] = an
+    _c3d_int_parameter(c, "FORCE_PLATFORM", "USED", [1], [1])
+    _c3d_int_parameter(c, "FORCE_PLATFORM", "TYPE", [2], [1])
+    _c3d_int_parameter(c, "FORCE_PLATFORM", "ZERO", [1, 0], [2])
+    _c3d_int_parameter(c, "FORCE_PLATFORM", "CHANNEL", range(1, 7), [6, 1])
+    corners = np.array([[500, 0, 0], [0, 0, 0], [0, 600, 0], [500, 600, 0]], float).T
+    c.add_parameter("FORCE_PLATFORM", "CORNERS", corners[:, :, None])
+    c.add_parameter("FORCE_PLATFORM", "ORIGIN", np.array([[0.0], [0.0], [-40.0]]))
+    c.add_parameter("FORCE_PLATFORM", "CAL_MATRIX", np.zeros((6, 6, 0)))
+    p = tmp_path / "walk.c3d"
+    c.write(str(p))
+    out = read_c3d(p)
+    assert out["analog_labels"] == labels and out["analog_rate"] == 200.0
+    np.testing.assert_allclose(out["analogs"], an[0], rtol=1e-6)  # float32 on disk
+    (plate,) = out["platforms"]
+    assert plate["force"].shape == (10, 3) and plate["center_of_pressure"].shape == (10, 3)
+    np.testing.assert_allclose(plate["force"], an[0, :3].T * [1, -1, -1], rtol=1e-6, atol=1e-4)
+    np.testing.assert_allclose(plate["moment"].shape, (10, 3))
+    cop = plate["center_of_pressure"]
+    assert np.all((cop[:, 0] >= 0) & (cop[:, 0] <= 500) & (cop[:, 1] >= 0) & (cop[:, 1] <= 600))
+    assert out["markers"].positions.shape == (5, 1, 3)
+
+
+def test_read_c3d_names_a_bad_file(tmp_path):
+    pytest.importorskip("ezc3d")
+    p = tmp_path / "broken.c3d"
+    p.write_bytes(b"not a c3d file at all" * 10)
+    with pytest.raises(MotionFileError, match="broken.c3d"):
+        read_c3d(p)
+    with pytest.raises(MotionFileError, match="missing.c3d: file not found"):
+        read_c3d(tmp_path / "missing.c3d")
+
+
+@pytest.mark.slow
+def test_simulation_exported_as_mot_opens_in_opensim(tmp_path):
+    """A jaxmb simulation of an imported OpenSim model, written by write_mot, read back by OpenSim
+    4.6's TimeSeriesTable (what the GUI's Load Motion uses): labels are the model's coordinates and
+    values equal the trajectory in degrees (rotational) to the file's 1e-12 relative digits."""
+    osim = pytest.importorskip("opensim")
+    from jaxmb.simulate import simulate
+
+    path = DATA / "osim" / "double_pendulum.osim"
+    imp = read_osim(path)
+    model = imp.model
+    ts = np.linspace(0.0, 0.5, 11)
+    q0 = np.full(model.nq, 0.3)
+    traj = simulate(model, q0, np.zeros(model.nq), 0.5, ts=ts)
+    assert np.ptp(np.asarray(traj.q)[:, 0]) > 1e-2  # it moved
+    mot = write_mot(tmp_path / "sim.mot", traj, imp, speeds=True)
+    table = osim.TimeSeriesTable(str(mot))
+    labels = list(table.getColumnLabels())
+    om = osim.Model(str(path))  # kept alive: the coordinate set belongs to it
+    om.initSystem()
+    coords = om.getCoordinateSet()
+    names = [coords.get(i).getName() for i in range(coords.getSize())]
+    assert labels == names + [f"{n}_u" for n in names]
+    assert table.getTableMetaDataAsString("inDegrees") == "yes"
+    np.testing.assert_allclose(list(table.getIndependentColumn()), ts, rtol=0, atol=1e-12)
+    for k, n in enumerate(names):
+        col = table.getDependentColumn(n).to_numpy()
+        rot = coords.get(n).getMotionType() == 1  # Rotational
+        scale = 180.0 / math.pi if rot else 1.0
+        np.testing.assert_allclose(col, np.asarray(traj.q)[:, k] * scale, rtol=1e-12, atol=1e-12)
