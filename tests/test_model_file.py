@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from pathlib import Path
 
 import equinox as eqx
 import jax
@@ -237,30 +238,13 @@ def test_muscle_lengths_of_every_point_kind_and_wrap_are_bitwise_equal_after_a_r
     np.testing.assert_array_equal(a, b)
 
 
-FIVE_BAR_FILE = """{
-  "format": "jaxmb-model", "version": 1, "name": "five_bar_text",
-  "gravity": [0, -9.81, 0],
-  "coordinates": ["theta1", "theta2"],
-  "bodies": [%s],
-  "joint_map": {
-    "kind": "implicit",
-    "dependent": [2, 3],
-    "reference": %s,
-    "parameters": {"l0": 3, "l1": 1, "l2": 1, "l3": 3, "l4": 3},
-    "constraints": [
-      "l1*sin(f[0]) + l2*sin(f[0]+f[1]) + l3*sin(f[0]+f[1]+f[2]) + l4*sin(f[0]+f[1]+f[2]+f[3])",
-      "l1*cos(f[0]) + l2*cos(f[0]+f[1]) + l3*cos(f[0]+f[1]+f[2]) + l4*cos(f[0]+f[1]+f[2]+f[3]) - l0"
-    ],
-    "iterations": 12
-  }
-}"""
+DATA_MODELS = Path(__file__).resolve().parents[1] / "jaxmb" / "data" / "models"
 
 
 def test_hand_written_loop_constraints_match_the_builtin_five_bar():
+    """jaxmb/data/models/five_bar_loop.json: Eq. 123 as text, against the Python constraints."""
     ref = models.five_bar()
-    bodies = json.dumps(model_to_dict(ref)["bodies"])[1:-1]
-    text = FIVE_BAR_FILE % (bodies, np.asarray(ref.joint_map.reference).tolist())
-    model = loads_model(text)
+    model = load_model(DATA_MODELS / "five_bar_loop.json")
     q, _ = _states("five_bar", ref, n=2, seed=1)
     q = (q - jnp.asarray(models.five_bar.__globals__["Q_REF"])) * 0.3 + jnp.asarray(
         models.five_bar.__globals__["Q_REF"]
@@ -525,8 +509,6 @@ def test_expressions_are_traceable_and_differentiable():
 
 
 def test_the_complete_examples_of_the_docs_load():
-    from pathlib import Path
-
     root = Path(__file__).resolve().parents[1]
     text = (root / "docs" / "model_file.md").read_text()
     blocks = [b.split("```", 1)[0] for b in text.split("```json\n")[1:]]
