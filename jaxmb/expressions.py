@@ -107,6 +107,10 @@ _BINOPS = {
 }
 
 
+def _float_base(x):
+    return float(x) if type(x) is int else x
+
+
 def _err(source: str, node, msg: str) -> ExpressionError:
     col = getattr(node, "col_offset", None)
     where = f" at column {col + 1}" if col is not None else ""
@@ -172,6 +176,8 @@ def compile_expression(
             if op is None:
                 raise _err(source, node, f"operator {type(node.op).__name__} is not allowed")
             a, b = build(node.left, depth + 1), build(node.right, depth + 1)
+            if isinstance(node.op, ast.Pow):  # a float base: no unbounded integer arithmetic
+                return lambda q, f, p: op(_float_base(a(q, f, p)), b(q, f, p))
             return lambda q, f, p: op(a(q, f, p), b(q, f, p))
         if isinstance(node, ast.UnaryOp):
             a = build(node.operand, depth + 1)

@@ -506,6 +506,9 @@ def test_expressions_are_traceable_and_differentiable():
     batched = jax.jit(jax.vmap(lambda z: e(z, None)))(jnp.stack([v, 2 * v]))
     assert batched.shape == (2, 3)
     assert hash(e) == hash(Expressions(e.sources, ("x", "y")))  # usable as a static field
+    # powers take a float base: no unbounded integer arithmetic from a file
+    with pytest.raises(OverflowError):
+        Expressions(("9**9**9**9",), ("x",))(v, None)
 
 
 def test_the_complete_examples_of_the_docs_load():
