@@ -285,10 +285,9 @@ def test_coupled_elastic_rhs_matches_its_parts():
         hill.musculoskeletal_rhs(model, lambda t: ELBOW_EXC, tendon="springy")
 
 
-def _elbow_solve(x, adjoint=None, t1=0.3, tol=1e-11):
+def _elbow_solve(model, x, adjoint=None, t1=0.3, tol=1e-11):
     """Final elbow angle (rad) for x = (flexor F_max scale, extensor tendon slack length l_s (m),
     initial angle (rad)); fibres start at their static equilibrium for a(0) = 0.2."""
-    model = elbow()
     m = eqx.tree_at(
         lambda m: (
             m.muscles.muscles[0].params.max_isometric_force,
@@ -323,12 +322,12 @@ def test_elastic_tendon_simulation_is_differentiable():
     0.608 vs 24.9 came from a start 10⁴ F_max away from equilibrium: clipped (zero-derivative)
     fibre velocities and an FD that changed as 1/h (9.2, 2.1, 23.5, 269, 1502 for h = 1e-2…1e-6):
     the adaptive step choices, which diffrax keeps out of the derivative, jumped under it."""
-    f = jax.jit(lambda x: _elbow_solve(x)[0])
+    model = elbow()
+    f = jax.jit(lambda x: _elbow_solve(model, x)[0])
     x = jnp.array([1.0, 0.2, 1.2])
     g = jax.jit(jax.grad(f))(x)
-    jvp = jax.jit(
-        lambda x, v: jax.jvp(lambda x: _elbow_solve(x, diffrax.ForwardMode())[0], (x,), (v,))[1]
-    )
+    fwd = lambda x: _elbow_solve(model, x, diffrax.ForwardMode())[0]  # noqa: E731
+    jvp = jax.jit(lambda x, v: jax.jvp(fwd, (x,), (v,))[1])
     fd = np.zeros(3)
     for i in range(3):
         h = 1e-5 * abs(float(x[i]))
@@ -346,7 +345,7 @@ def test_elastic_tendon_simulation_equals_scipy():
     """The coupled ODE integrated by diffrax (Tsit5) and by scipy (DOP853) on the same rhs."""
     model = elbow()
     rhs = jax.jit(hill.musculoskeletal_rhs(model, lambda t: ELBOW_EXC, tendon="elastic"))
-    y1 = _elbow_solve(jnp.array([1.0, 0.2, 1.2]), t1=0.3, tol=1e-12)
+    y1 = jax.jit(lambda x: _elbow_solve(model, x, tol=1e-12))(jnp.array([1.0, 0.2, 1.2]))
     a0 = jnp.full(2, 0.2)
     lm0 = hill.elastic_tendon_equilibrium(
         model.muscles.params, a0, mu.muscle_lengths(model, ELBOW_Q0)
