@@ -56,6 +56,7 @@ under sliding them on the surface. ``R F_mt`` is the generalized force of the mu
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -65,6 +66,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from . import wrapping as wr
 from .kinematics import kinematics
 from .model import Model, ModelError
 
@@ -75,6 +77,7 @@ __all__ = [
     "WrapCylinder",
     "WrapSphere",
     "WrapEllipsoid",
+    "WrapTorus",
     "PathWrap",
     "MuscleParameters",
     "Muscle",
@@ -88,15 +91,6 @@ __all__ = [
     "natural_cubic_spline",
 ]
 
-_QUADRANTS = {
-    "all": None,
-    "x": (0, 1.0),
-    "-x": (0, -1.0),
-    "y": (1, 1.0),
-    "-y": (1, -1.0),
-    "z": (2, 1.0),
-    "-z": (2, -1.0),
-}
 _GL_X, _GL_W = np.polynomial.legendre.leggauss(64)
 
 
@@ -222,72 +216,124 @@ class _WrapObject(eqx.Module):
     quadrant: str = eqx.field(static=True)
     name: str = eqx.field(static=True)
 
+    def _frame(self, body, translation, rotation, quadrant, name):
+        self.body = body
+        self.translation = jnp.asarray(translation, dtype=float)
+        self.rotation = jnp.asarray(rotation, dtype=float)
+        self.quadrant = quadrant
+        self.name = name
+
 
 class WrapCylinder(_WrapObject):
-    """An infinite-in-principle cylinder along the wrap frame's z axis, centred at its origin.
+    """A cylinder along the wrap frame's z axis, centred at its origin (OpenSim's WrapCylinder).
 
     Attributes:
         body: body index or name (static). translation: (3,) m, wrap-frame origin in the body frame.
         rotation: (3, 3) wrap-frame axes in the body frame (columns). radius: m.
-        length: m (OpenSim's rule: no wrap when both tangent points lie beyond ±length/2).
-        quadrant: allowed side, see the module docstring.
+        length: m (no wrap when both tangent points lie beyond ±length/2; ``inf`` for none).
+        quadrant: OpenSim's allowed side ("all", "+x", "-x", "+y", ...).
     """
 
     radius: Float[Array, ""]
     length: Float[Array, ""]
 
     def __init__(self, body, translation, rotation, radius, length=np.inf, quadrant="all", name=""):
-        self.body = body
-        self.translation = jnp.asarray(translation, dtype=float)
-        self.rotation = jnp.asarray(rotation, dtype=float)
+        self._frame(body, translation, rotation, quadrant, name)
         self.radius = jnp.asarray(radius, dtype=float)
         self.length = jnp.asarray(length, dtype=float)
-        self.quadrant = quadrant
-        self.name = name
+
+    def wrap_line(self, p1, p2, single):
+        return wr.cylinder_wrap_line(
+            p1, p2, self.radius, self.length, wr.QUADRANTS[self.quadrant], single
+        )
 
     def wrap(self, p, s):
-        return _wrap_cylinder(p, s, self.radius, self.length, _QUADRANTS[self.quadrant])
+        return _wrap_cylinder(p, s, self.radius, self.length, wr.QUADRANTS[self.quadrant])
 
 
 class WrapEllipsoid(_WrapObject):
-    """An ellipsoid, semi-axes ``dimensions`` (m) along the wrap-frame axes (planar section)."""
+    """An ellipsoid, semi-axes ``dimensions`` (m) along the wrap-frame axes.
+
+    Not OpenSim's iterative WrapEllipsoid algorithm: the tangent points are exact (scaling to the
+    unit sphere), the surface curve is the planar section through p1, p2 and the centre.
+    """
 
     dimensions: Float[Array, " 3"]
 
     def __init__(self, body, translation, rotation, dimensions, quadrant="all", name=""):
-        self.body = body
-        self.translation = jnp.asarray(translation, dtype=float)
-        self.rotation = jnp.asarray(rotation, dtype=float)
+        self._frame(body, translation, rotation, quadrant, name)
         self.dimensions = jnp.asarray(dimensions, dtype=float)
-        self.quadrant = quadrant
-        self.name = name
+
+    def wrap_line(self, p1, p2, single):
+        on, r1, r2, curve, outside = _wrap_ellipsoid(
+            p1, p2, self.dimensions, wr.QUADRANTS[self.quadrant], with_outside=True
+        )
+        code = jnp.where(outside, jnp.where(on, wr.MANDATORY_WRAP, wr.NO_WRAP), wr.INSIDE_RADIUS)
+        return code, r1, r2, curve
 
     def wrap(self, p, s):
-        return _wrap_ellipsoid(p, s, self.dimensions, _QUADRANTS[self.quadrant])
+        return _wrap_ellipsoid(p, s, self.dimensions, wr.QUADRANTS[self.quadrant])
 
 
 class WrapSphere(_WrapObject):
-    """A sphere of ``radius`` centred at the wrap-frame origin (great-circle geodesic)."""
+    """A sphere of ``radius`` (m) centred at the wrap-frame origin (OpenSim's WrapSphere)."""
 
     radius: Float[Array, ""]
 
     def __init__(self, body, translation, rotation, radius, quadrant="all", name=""):
-        self.body = body
-        self.translation = jnp.asarray(translation, dtype=float)
-        self.rotation = jnp.asarray(rotation, dtype=float)
+        self._frame(body, translation, rotation, quadrant, name)
         self.radius = jnp.asarray(radius, dtype=float)
-        self.quadrant = quadrant
-        self.name = name
+
+    def wrap_line(self, p1, p2, single):
+        return wr.sphere_wrap_line(p1, p2, self.radius, wr.QUADRANTS[self.quadrant])
 
     def wrap(self, p, s):
-        return _wrap_ellipsoid(p, s, jnp.broadcast_to(self.radius, (3,)), _QUADRANTS[self.quadrant])
+        return _wrap_ellipsoid(
+            p, s, jnp.broadcast_to(self.radius, (3,)), wr.QUADRANTS[self.quadrant]
+        )
+
+
+class WrapTorus(_WrapObject):
+    """A torus about the wrap frame's z axis: tube radius ``inner_radius``, distance from the
+    axis to the tube's centre circle ``outer_radius`` (m), OpenSim's WrapTorus parameters."""
+
+    inner_radius: Float[Array, ""]
+    outer_radius: Float[Array, ""]
+
+    def __init__(
+        self, body, translation, rotation, inner_radius, outer_radius, quadrant="all", name=""
+    ):
+        self._frame(body, translation, rotation, quadrant, name)
+        self.inner_radius = jnp.asarray(inner_radius, dtype=float)
+        self.outer_radius = jnp.asarray(outer_radius, dtype=float)
+
+    def wrap_line(self, p1, p2, single):
+        return wr.torus_wrap_line(
+            p1, p2, self.inner_radius, self.outer_radius, wr.QUADRANTS[self.quadrant], single
+        )
 
 
 class PathWrap(eqx.Module):
-    """A wrap object acting on the path segment between points ``segment`` and ``segment + 1``."""
+    """A wrap object acting on the path points ``start`` … ``end`` (0-based, inclusive, ``-1`` = the
+    last point), OpenSim's PathWrap ``range`` (1-based, ``-1`` = all) converted. At every pose the
+    object wraps the segment of that range (between the points active then, wrap points of other
+    objects included) that OpenSim's ``GeometryPath::applyWrapObjects`` picks. ``segment=k`` is
+    shorthand for ``start=k, end=k + 1``."""
 
     wrap: _WrapObject
-    segment: int = eqx.field(static=True)
+    start: int = eqx.field(static=True)
+    end: int = eqx.field(static=True)
+
+    def __init__(self, wrap, start: int = 0, end: int = -1, segment: int | None = None):
+        self.wrap = wrap
+        if segment is not None:
+            start, end = int(segment), int(segment) + 1
+        self.start, self.end = int(start), int(end)
+
+    @property
+    def segment(self) -> int | None:
+        """The single segment ``start`` → ``start + 1`` when the range is one segment, else None."""
+        return self.start if self.end == self.start + 1 else None
 
 
 class MuscleParameters(eqx.Module):
@@ -441,49 +487,43 @@ def with_muscles(model: Model, muscles: Sequence[Muscle] | MuscleSet) -> Model:
                 )
             else:
                 raise ModelError(f"{wp}: unsupported path element {type(p).__name__}")
-        wraps, segs = [], set()
+        wraps = []
+        n = len(pts)
         for j, pw in enumerate(mus.wraps):
-            wo = pw.wrap
+            wo = getattr(pw, "wrap", None)
             ww = f"{w}, wrap {j} {getattr(wo, 'name', '')!r}"
             if not isinstance(pw, PathWrap) or not isinstance(wo, _WrapObject):
-                raise ModelError(f"{ww}: expected PathWrap(wrap_object, segment)")
-            sgm = int(pw.segment)
-            if not 0 <= sgm < len(pts) - 1:
-                raise ModelError(f"{ww}: segment {sgm} is not between two of the {len(pts)} points")
-            if sgm in segs:
-                raise ModelError(f"{ww}: segment {sgm} already has a wrap object (one per segment)")
-            segs.add(sgm)
-            for k in (sgm, sgm + 1):
-                if isinstance(pts[k], ConditionalPathPoint):
-                    raise ModelError(f"{ww}: point {k} next to a wrap cannot be conditional")
-            if wo.quadrant not in _QUADRANTS:
-                raise ModelError(f"{ww}: unknown quadrant {wo.quadrant!r}; use {list(_QUADRANTS)}")
+                raise ModelError(f"{ww}: expected PathWrap(wrap_object, start, end)")
+            start, end = pw.start, (n - 1 if pw.end == -1 else pw.end)
+            if not 0 <= start < end <= n - 1:
+                raise ModelError(
+                    f"{ww}: point range start={pw.start}, end={pw.end} is not a range of at least "
+                    f"two of the {n} path points (0-based, inclusive, -1 = last)"
+                )
+            if wo.quadrant not in wr.QUADRANTS:
+                raise ModelError(
+                    f"{ww}: unknown quadrant {wo.quadrant!r}; use one of {list(wr.QUADRANTS)}"
+                )
             Rw = _finite(wo.rotation, f"{ww} rotation")
             if Rw.shape != (3, 3) or np.abs(Rw.T @ Rw - np.eye(3)).max() > 1e-9:
                 raise ModelError(f"{ww}: rotation must be a 3x3 orthonormal matrix")
             _finite(wo.translation, f"{ww} translation")
-            size = np.asarray(getattr(wo, "dimensions", getattr(wo, "radius", 1.0)), dtype=float)
+            if isinstance(wo, WrapTorus):
+                size = np.asarray([wo.inner_radius, wo.outer_radius], dtype=float)
+            else:
+                size = np.asarray(getattr(wo, "dimensions", getattr(wo, "radius", 1.0)), float)
             if not np.all(np.isfinite(size)) or np.any(size <= 0):
                 raise ModelError(f"{ww}: sizes must be positive and finite, got {size}")
+            if isinstance(wo, WrapTorus) and not size[0] < size[1]:
+                raise ModelError(
+                    f"{ww}: torus inner_radius {size[0]} must be below outer_radius {size[1]}"
+                )
             if isinstance(wo, WrapCylinder) and not float(wo.length) > 0:
                 raise ModelError(f"{ww}: cylinder length must be positive, got {float(wo.length)}")
             body = _resolve_body(model, wo.body, ww)
-            wraps.append(PathWrap(_with_body(wo, body), sgm))
-        wraps.sort(key=lambda pw: pw.segment)
+            wraps.append(PathWrap(dataclasses.replace(wo, body=body), start, end))
         out.append(Muscle(mus.name, tuple(pts), tuple(wraps), mus.params))
     return eqx.tree_at(lambda m: m.muscles, model, MuscleSet(out), is_leaf=lambda x: x is None)
-
-
-def _with_body(wo, body):
-    if isinstance(wo, WrapCylinder):
-        return WrapCylinder(
-            body, wo.translation, wo.rotation, wo.radius, wo.length, wo.quadrant, wo.name
-        )
-    if isinstance(wo, WrapEllipsoid):
-        return WrapEllipsoid(body, wo.translation, wo.rotation, wo.dimensions, wo.quadrant, wo.name)
-    if isinstance(wo, WrapSphere):
-        return WrapSphere(body, wo.translation, wo.rotation, wo.radius, wo.quadrant, wo.name)
-    raise ModelError(f"unsupported wrap object {type(wo).__name__}")
 
 
 # ----------------------------------------------------------------------------- wrapping geometry
@@ -569,7 +609,7 @@ def _wrap_cylinder(p, s, r, length, quadrant):
     return active, T1, T2, curve
 
 
-def _wrap_ellipsoid(p, s, dims, quadrant):
+def _wrap_ellipsoid(p, s, dims, quadrant, with_outside=False):
     """Wrap of p→s over the ellipsoid Σ (x_a/dims_a)² = 1 in the plane through p, s and the centre.
 
     Exact great-circle geodesic when all ``dims`` are equal (a sphere). Returns
@@ -609,6 +649,8 @@ def _wrap_ellipsoid(p, s, dims, quadrant):
     tang = -jnp.sin(th)[:, None] * e1 + jnp.cos(th)[:, None] * e2
     speed = _safe_norm(tang * dims)
     curve = 0.5 * phi * jnp.dot(jnp.asarray(_GL_W), speed)
+    if with_outside:
+        return hit & outside, u1 * dims, u2 * dims, curve, outside
     return hit & outside, u1 * dims, u2 * dims, curve
 
 
@@ -617,144 +659,143 @@ def _homog(A, x):
     return A[:3, :3] @ x + A[:3, 3]
 
 
-class _PathEval:
-    """Candidate points of one muscle's path at q (origin ... insertion, wrap pairs inserted).
+# wrap-frame stand-ins for segments outside a wrap's range, far from any object of unit-ish
+# size, so the (discarded) wrap computation there stays finite and has finite gradients
+_SAFE_P1 = np.array([7.1, 3.3, 1.7])
+_SAFE_P2 = np.array([5.3, -4.1, 2.9])
 
-    ``lever`` is the body-frame point at which each candidate's force acts (its location, except
-    for the tangent-point slots of a planar-section ellipsoid wrap, which carry the wrap body's
-    share of the force at the segment's endpoints P and S). ``skip`` marks straight segments whose
-    line of action is replaced by ``extra_f`` (ground-frame forces per slot, for unit tension).
+
+class _Path(eqx.Module):
+    """A current path during OpenSim's wrapping iteration (fixed-size, order by ``key``).
+
+    Slots 0..N-1 are the muscle's points, slots N+2w and N+2w+1 wrap w's tangent points; a slot
+    is in the path when its key is finite, and the path runs in increasing key.
     """
 
-    def __init__(
-        self,
-        bodies,
-        local,
-        dlocal,
-        active,
-        arc_start,
-        arc_len,
-        ground,
-        lever,
-        skip,
-        extra_f,
-        moving,
-    ):
-        self.bodies = bodies  # static numpy (n,)
-        self.local, self.dlocal, self.active = local, dlocal, active
-        self.arc_start = arc_start  # static numpy bool (n,): point k starts a wrap curve
-        self.arc_len = arc_len  # (n,) curve length after point k (0 unless arc_start)
-        self.ground = ground  # (n, 3)
-        self.lever, self.skip, self.extra_f = lever, skip, extra_f
-        self.moving = moving  # static numpy bool (n,): location moves in its body
+    key: Array  # (N+2W,)
+    pos: Array  # (N+2W, 3) ground positions (m)
+    wlen: Array  # (W,) surface length of each wrap (m)
 
 
-def _eval_path(mus: Muscle, A_ext, q, nq, forces: bool = False) -> _PathEval:
-    """A_ext: (nb+1, 4, 4) body poses with the ground (identity) appended at index nb (= -1)."""
-    npt = len(mus.points)
-    wraps = {pw.segment: pw.wrap for pw in mus.wraps}
-    bodies, local, dlocal, active, arc_start, arc_len, ground = [], [], [], [], [], [], []
-    lever, skip, extra, moving = [], [], [], []
-    pending = {}  # point index -> extra force on it from a preceding ellipsoid wrap
-    evals = [p.evaluate(q, nq) for p in mus.points]
-    pts_ground = [_homog(A_ext[p.body], e[0]) for p, e in zip(mus.points, evals, strict=True)]
-    for k, p in enumerate(mus.points):
-        loc, dloc, act = evals[k]
-        bodies.append(p.body)
-        local.append(loc)
-        dlocal.append(dloc)
-        active.append(act)
-        arc_start.append(False)
-        arc_len.append(jnp.zeros((), loc.dtype))
-        ground.append(pts_ground[k])
-        lever.append(loc)
-        skip.append(False)
-        extra.append(pending.pop(k, None))
-        moving.append(isinstance(p, MovingPathPoint))
-        if k in wraps and k < npt - 1:
-            wo = wraps[k]
-            Aw = A_ext[wo.body]
-            # ground -> wrap frame: x_w = Rwᵀ (Rbᵀ (x - p_b) - t_w)
-            Rb, pb = Aw[:3, :3], Aw[:3, 3]
+def _sorted(path, owner):
+    perm = jnp.argsort(path.key)
+    return perm, path.key[perm], path.pos[perm], jnp.asarray(owner)[perm]
 
-            def to_wrap(x, Rb=Rb, pb=pb, wo=wo):
-                return wo.rotation.T @ (Rb.T @ (x - pb) - wo.translation)
 
-            P, S = pts_ground[k], pts_ground[k + 1]
-            Pw, Sw = to_wrap(P), to_wrap(S)
-            on, T1, T2, curve = wo.wrap(Pw, Sw)
-            mid_b = Rb.T @ (0.5 * (P + S) - pb)
-            T1b = jnp.where(on, wo.translation + wo.rotation @ T1, mid_b)
-            T2b = jnp.where(on, wo.translation + wo.rotation @ T2, mid_b)
-            planar = isinstance(wo, WrapEllipsoid) and forces
-            if planar:
-                # The planar-section curve is not a geodesic, so the tangent lines are not the
-                # lines of action: use the gradient of the wrapped length with respect to the
-                # endpoints (a local derivative of this element, like a spline's slope).
-                def wrapped_len(a, b, wo=wo):
-                    on_, t1, t2, c = wo.wrap(a, b)
-                    return jnp.where(
-                        on_, _safe_norm(t1 - a) + c + _safe_norm(b - t2), _safe_norm(b - a)
-                    )
+def _current_length(path, owner):
+    """GeometryPath::calcPathLength: straight segments, plus the stored surface length between the
+    two tangent points of one wrap object."""
+    _, skey, spos, sown = _sorted(path, owner)
+    valid = jnp.isfinite(skey[1:])
+    same = (sown[:-1] >= 0) & (sown[:-1] == sown[1:])
+    wl = path.wlen[jnp.maximum(sown[:-1], 0)] if path.wlen.shape[0] else jnp.zeros_like(skey[1:])
+    seg = jnp.where(same, wl, _safe_norm(spos[1:] - spos[:-1]))
+    return jnp.sum(jnp.where(valid, seg, 0.0))
 
-                gP, gS = jax.grad(wrapped_len, argnums=(0, 1))(Pw, Sw)
-                to_ground = Rb @ wo.rotation
-                gP, gS = to_ground @ gP, to_ground @ gS
-                skip[-1] = True  # the straight segment P -> T1
-                extra[-1] = -gP
-            for Tb, starts in ((T1b, True), (T2b, False)):
-                bodies.append(wo.body)
-                local.append(Tb)
-                dlocal.append(jnp.zeros((3, nq), Tb.dtype))
-                moving.append(False)
-                active.append(jnp.asarray(True))
-                arc_start.append(starts)
-                arc_len.append(jnp.where(on & starts, curve, 0.0))
-                ground.append(_homog(Aw, Tb))
-                if planar:
-                    lever.append(Rb.T @ ((P if starts else S) - pb))
-                    skip.append(not starts)  # T2 -> S
-                    extra.append(gP if starts else gS)
-                else:
-                    lever.append(Tb)
-                    skip.append(False)
-                    extra.append(None)
-            if planar:
-                pending[k + 1] = -gS
-    zero = jnp.zeros(3, dtype=pts_ground[0].dtype)
-    extra_f = jnp.stack([zero if e is None else e for e in extra])
-    return _PathEval(
-        np.asarray(bodies, dtype=int),
-        jnp.stack(local),
-        jnp.stack(dlocal),
-        jnp.stack(active),
-        np.asarray(arc_start, dtype=bool),
-        jnp.stack(arc_len),
-        jnp.stack(ground),
-        jnp.stack(lever),
-        np.asarray(skip, dtype=bool),
-        extra_f,
-        np.asarray(moving, dtype=bool),
+
+def _apply_wrap(path, w, pw, frame, active, owner, n, single):
+    """One PathWrap's turn in GeometryPath::applyWrapObjects: remove its tangent points, wrap every
+    segment of its range, keep the first mandatory wrap or else the wrap that lengthens its segment
+    least, insert the tangent points. Returns (path, result code of the last segment tried)."""
+    Rg, pg = frame
+    key = path.key.at[n + 2 * w].set(jnp.inf).at[n + 2 * w + 1].set(jnp.inf)
+    path = _Path(key, path.pos, path.wlen)
+    m = key.shape[0]
+    start, end = pw.start, (n - 1 if pw.end == -1 else pw.end)
+    idx = jnp.arange(n)
+    in_rng = active & (idx >= start) & (idx <= end)
+    has = jnp.any(in_rng)
+    smp = jnp.argmax(in_rng)
+    emp = n - 1 - jnp.argmax(in_rng[::-1])
+    j_start = jnp.sum(key < key[smp])
+    j_end = jnp.sum(key < key[emp])
+    _, skey, spos, sown = _sorted(path, owner)
+    j = jnp.arange(m - 1)
+    same = (sown[:-1] >= 0) & (sown[:-1] == sown[1:])
+    cand = has & (j >= j_start) & (j < j_end) & ~same
+    a, b = spos[:-1], spos[1:]
+    to_w = jax.vmap(lambda x: Rg.T @ (x - pg))
+    aw = jnp.where(cand[:, None], to_w(a), jnp.asarray(_SAFE_P1))
+    bw = jnp.where(cand[:, None], to_w(b), jnp.asarray(_SAFE_P2))
+    code, r1, r2, wl = jax.vmap(lambda x, y: pw.wrap.wrap_line(x, y, single))(aw, bw)
+    T1 = r1 @ Rg.T + pg
+    T2 = r2 @ Rg.T + pg
+    mand = cand & (code == wr.MANDATORY_WRAP)
+    wrapped = cand & (code == wr.WRAPPED)
+    change = _safe_norm(a - T1) + wl + _safe_norm(b - T2) - _safe_norm(b - a)
+    change = jnp.where(wrapped, change, jnp.inf)
+    any_mand = jnp.any(mand)
+    best = jnp.where(any_mand, jnp.argmax(mand), jnp.argmin(change))
+    found = any_mand | jnp.any(wrapped)
+    last = (m - 2) - jnp.argmax(cand[::-1])
+    result = jnp.where(any_mand, wr.MANDATORY_WRAP, jnp.where(jnp.any(cand), code[last], 0))
+    k0, k1 = skey[best], skey[best + 1]
+    i1, i2 = n + 2 * w, n + 2 * w + 1
+    key = path.key.at[i1].set(jnp.where(found, k0 + (k1 - k0) / 3.0, jnp.inf))
+    key = key.at[i2].set(jnp.where(found, k0 + 2.0 * (k1 - k0) / 3.0, jnp.inf))
+    pos = path.pos.at[i1].set(T1[best]).at[i2].set(T2[best])
+    wlen = path.wlen.at[w].set(jnp.where(found, wl[best], 0.0))
+    return _Path(key, pos, wlen), result
+
+
+def _wrapped_path(mus: Muscle, X, active, frames):
+    """OpenSim's GeometryPath::applyWrapObjects for one muscle at one pose.
+
+    X: (N, 3) ground positions of the path points; active: (N,) bool; frames: per PathWrap the
+    wrap frame's ground pose (R (3, 3), p (3,)). With two or more wrap objects the wraps are
+    re-applied up to 8 times until the length changes by less than 0.5 mm, and the first two are
+    swapped once when the first misses and the second has a point inside. Returns (length, path).
+    """
+    n, nw = X.shape[0], len(mus.wraps)
+    owner = np.concatenate([-np.ones(n, int), np.repeat(np.arange(nw), 2)])
+    key = jnp.concatenate(
+        [
+            jnp.where(active, jnp.arange(n, dtype=X.dtype), jnp.inf),
+            jnp.full(2 * nw, jnp.inf, X.dtype),
+        ]
     )
+    pos = jnp.concatenate([X, jnp.zeros((2 * nw, 3), X.dtype)])
+    path = _Path(key, pos, jnp.zeros(nw, X.dtype))
+    if nw == 0:
+        return _current_length(path, owner), path
+    single = nw == 1
 
+    def apply(path, w):
+        return _apply_wrap(path, w, mus.wraps[w], frames[w], active, owner, n, single)
 
-def _next_active(active):
-    """``nxt[k]`` = index of the first active point after k (n when none)."""
-    n = active.shape[0]
-    idx = jnp.where(active, jnp.arange(n), n)
-    shifted = jnp.concatenate([idx[1:], jnp.array([n])])
-    return jax.lax.cummin(shifted, reverse=True)
+    if single:
+        path, _ = apply(path, 0)
+        return _current_length(path, owner), path
 
+    def one_pass(state, kk):
+        path, last, done, swapped = state
+        new, results = path, []
+        for i in range(nw):
+            if i < 2:
+                pa, ra = apply(new, i)
+                pb, rb = apply(new, 1 - i)
+                new = jax.tree_util.tree_map(lambda x, y: jnp.where(swapped, y, x), pa, pb)
+                results.append(jnp.where(swapped, rb, ra))
+            else:
+                new, r = apply(new, i)
+                results.append(r)
+        length = _current_length(new, owner)
+        conv = jnp.abs(length - last) < 0.0005
+        swap = (kk == 0) & ~conv & (results[0] == wr.NO_WRAP) & (results[1] == wr.INSIDE_RADIUS)
+        k_sw = new.key.at[n].set(jnp.inf).at[n + 1].set(jnp.inf)
+        new = _Path(jnp.where(swap, k_sw, new.key), new.pos, new.wlen)
+        keep = jax.tree_util.tree_map(lambda x, y: jnp.where(done, x, y), path, new)
+        state = (
+            keep,
+            jnp.where(done | conv, last, length),
+            done | conv,
+            swapped | (swap & ~done),
+        )
+        return state, None
 
-def _segments(pe: _PathEval):
-    """Straight segments k → nxt[k]: (nxt, valid mask, vector, length)."""
-    n = pe.active.shape[0]
-    nxt = _next_active(pe.active)
-    valid = pe.active & (nxt < n) & ~jnp.asarray(pe.arc_start)
-    nx = jnp.minimum(nxt, n - 1)
-    vec = pe.ground[nx] - pe.ground
-    ln = jnp.where(valid, _safe_norm(vec), 0.0)
-    return nx, valid, vec, ln
+    init = (path, jnp.asarray(jnp.inf, X.dtype), jnp.asarray(False), jnp.asarray(False))
+    (path, _, _, _), _ = jax.lax.scan(one_pass, init, jnp.arange(8))
+    return _current_length(path, owner), path
 
 
 def _poses_ext(model: Model, A):
@@ -768,27 +809,49 @@ def _muscle_set(model: Model) -> MuscleSet:
     return model.muscles
 
 
+def _path_inputs(mus: Muscle, A_ext, q, nq):
+    """Body-frame and ground positions of the points, ∂location/∂q, active mask, wrap frames."""
+    evals = [p.evaluate(q, nq) for p in mus.points]
+    local = jnp.stack([e[0] for e in evals])
+    dlocal = jnp.stack([e[1] for e in evals])
+    active = jnp.stack([e[2] for e in evals])
+    X = jnp.stack([_homog(A_ext[p.body], e[0]) for p, e in zip(mus.points, evals, strict=True)])
+    frames = []
+    for pw in mus.wraps:
+        Ab = A_ext[pw.wrap.body]
+        frames.append((Ab[:3, :3] @ pw.wrap.rotation, _homog(Ab, pw.wrap.translation)))
+    return local, dlocal, active, X, tuple(frames)
+
+
 def muscle_lengths(model: Model, q: Float[Array, " nq"]) -> Float[Array, " nm"]:
-    """Musculotendon path lengths L(q) (m), shape (nm,)."""
+    """Musculotendon path lengths L(q) (m), shape (nm,), as OpenSim 4.6 computes them."""
     ms = _muscle_set(model)
     k = kinematics(model, q, second_order=False)
     A_ext = _poses_ext(model, k.A)
     out = []
     for mus in ms.muscles:
-        pe = _eval_path(mus, A_ext, q, model.nq)
-        _, _, _, ln = _segments(pe)
-        out.append(jnp.sum(ln) + jnp.sum(pe.arc_len))
+        _, _, active, X, frames = _path_inputs(mus, A_ext, q, model.nq)
+        out.append(_wrapped_path(mus, X, active, frames)[0])
     return jnp.stack(out)
 
 
 def path_geometry(model: Model, q, muscle: int | str):
-    """Ground positions (n, 3), body indices (n,) and active mask (n,) of one muscle's path points
-    (wrap tangent points included; an inactive wrap shows both at the segment midpoint)."""
+    """One muscle's current path at q: ground positions (n, 3), body indices (n,) and a mask (n,)
+    of the entries in the path, in path order (wrap tangent points included where a wrap is on;
+    entries not in the path come last), n = points + 2 × wrap objects."""
     ms = _muscle_set(model)
     i = ms.names.index(muscle) if isinstance(muscle, str) else int(muscle)
+    mus = ms.muscles[i]
     k = kinematics(model, q, second_order=False)
-    pe = _eval_path(ms.muscles[i], _poses_ext(model, k.A), q, model.nq)
-    return pe.ground, pe.bodies, pe.active
+    _, _, active, X, frames = _path_inputs(mus, _poses_ext(model, k.A), q, model.nq)
+    _, path = _wrapped_path(mus, X, active, frames)
+    n, nw = len(mus.points), len(mus.wraps)
+    bodies = np.asarray(
+        [p.body for p in mus.points] + [pw.wrap.body for pw in mus.wraps for _ in (0, 1)], int
+    )
+    owner = np.concatenate([-np.ones(n, int), np.repeat(np.arange(nw), 2)])
+    perm, skey, spos, _ = _sorted(path, owner)
+    return spos, jnp.asarray(bodies)[perm], jnp.isfinite(skey)
 
 
 # ----------------------------------------------------------------------------- moment arms
@@ -817,8 +880,15 @@ def moment_arm_terms(model: Model, kin):
 
 
 def _gmlav(model: Model, q, kin):
-    """Per muscle and candidate point: body, body-axes force direction F and moment r × F, and the
-    moving-point term. Returns E (nb, nm, 3), Ê (nb, nm, 3), R_moving (nq, nm)."""
+    """Per muscle: the GMLAV E_ki and its moment Ê_ki of every body (Definitions 3–5), and the
+    moving-point term. Returns E (nb, nm, 3), Ê (nb, nm, 3), R_moving (nq, nm).
+
+    The pull of the path on each of its points is f = −∂L/∂x (ground), the derivative of the
+    path length with respect to that point's ground position at fixed wrap objects; between two
+    body-fixed points this is the unit vector of the straight segment, as in Eq. 153. A wrap
+    object's body takes the reaction of its wrap: the force −∂L/∂p at its frame origin p and the
+    couple −Σ_j R_j × ∂L/∂R_j of its frame axes R_j.
+    """
     ms = _muscle_set(model)
     nb, nq = model.nb, model.nq
     A_ext = _poses_ext(model, kin.A)
@@ -826,22 +896,23 @@ def _gmlav(model: Model, q, kin):
     Eh = jnp.zeros_like(E)
     R_mov = []
     for m, mus in enumerate(ms.muscles):
-        pe = _eval_path(mus, A_ext, q, nq, forces=True)
-        nx, valid, vec, ln = _segments(pe)
-        bodies = jnp.asarray(pe.bodies)
-        # GMLAV: only segments that cross from one body to another carry a line of action (or
-        # that end at a moving point, whose motion in its body does work)
-        moving = jnp.asarray(pe.moving)
-        use = valid & ((bodies != bodies[nx]) | moving | moving[nx]) & ~jnp.asarray(pe.skip)
-        e = jnp.where(use[:, None], vec / jnp.where(use, ln, 1.0)[:, None], 0.0)
-        f = e.at[nx].add(-e) + pe.extra_f  # ground-frame direction sum at each candidate point
-        Rb = A_ext[jnp.asarray(np.where(pe.bodies < 0, nb, pe.bodies)), :3, :3]
-        F = jnp.einsum("kba,kb->ka", Rb, f)  # body axes
-        Mo = jnp.cross(pe.lever, F)
-        slot = np.where(pe.bodies < 0, nb, pe.bodies)
+        local, dlocal, active, X, frames = _path_inputs(mus, A_ext, q, nq)
+        gX, gF = jax.grad(lambda x, f: _wrapped_path(mus, x, active, f)[0], argnums=(0, 1))(
+            X, frames
+        )
+        slot = np.asarray([nb if p.body < 0 else p.body for p in mus.points])
+        Rb = A_ext[slot, :3, :3]
+        F = -jnp.einsum("kba,kb->ka", Rb, gX)  # body axes
         E = E.at[slot, m].add(F)
-        Eh = Eh.at[slot, m].add(Mo)
-        R_mov.append(jnp.einsum("kal,ka->l", pe.dlocal, F))
+        Eh = Eh.at[slot, m].add(jnp.cross(local, F))
+        R_mov.append(jnp.einsum("kal,ka->l", dlocal, F))
+        for pw, (Rg, _), (gR, gp) in zip(mus.wraps, frames, gF, strict=True):
+            sb = nb if pw.wrap.body < 0 else pw.wrap.body
+            Rwb = A_ext[sb, :3, :3]
+            Fw = -Rwb.T @ gp
+            couple = -Rwb.T @ jnp.sum(jnp.cross(Rg.T, gR.T), axis=0)
+            E = E.at[sb, m].add(Fw)
+            Eh = Eh.at[sb, m].add(jnp.cross(pw.wrap.translation, Fw) + couple)
     return E[:nb], Eh[:nb], jnp.stack(R_mov, axis=1)
 
 

@@ -8,12 +8,9 @@ Mapping to jaxmb. The ``base`` body is welded to the ground, so it is folded int
 (its points and wrap objects are shifted by the weld offset). Each ``CustomJoint`` has one rotation
 driven linearly by its coordinate (coefficients 1, 0) about a fixed axis, with every other transform
 axis constant zero and an identity child offset; it becomes a revolute ``Body`` at the parent
-offset. OpenSim's ``PathWrap`` picks at every pose the path segment a wrap object acts on; jaxmb
-fixes the segment statically (one wrap object per segment). The segments below are the ones OpenSim
-4.6 wraps on over the whole range of motion (checked by listing ``getCurrentPath`` on a 12 × 8
-pose grid). OpenSim wraps TRIlong over *two* objects on its first segment (TRIlongglen, then
-TRIlonghh, iterated until the length changes by < 0.5 mm); jaxmb keeps TRIlongglen there and
-drops TRIlonghh, a known difference at the poses where both engage (tests/test_arm26_opensim.py).
+offset. Each ``PathWrap`` keeps OpenSim's point range (``range`` 1-based, ``-1`` = all, converted
+to 0-based ``start``/``end``) and the order of the PathWrapSet, so that jaxmb picks the wrapped
+segment per pose and iterates over several wrap objects as OpenSim's ``applyWrapObjects`` does.
 """
 
 from __future__ import annotations
@@ -36,19 +33,7 @@ from ..muscles import (
     with_muscles,
 )
 
-__all__ = ["arm26", "ARM26_WRAP_SEGMENTS", "body_fixed_xyz"]
-
-# (muscle, wrap object) -> 0-based segment (between points k and k+1); None = not modelled
-ARM26_WRAP_SEGMENTS = {
-    ("TRIlong", "TRI"): 3,
-    ("TRIlong", "TRIlonghh"): None,
-    ("TRIlong", "TRIlongglen"): 0,
-    ("TRIlat", "TRI"): 3,
-    ("TRImed", "TRI"): 3,
-    ("BIClong", "BIClonghh"): 1,
-    ("BRA", "TRI"): 0,
-}
-
+__all__ = ["arm26", "body_fixed_xyz"]
 
 def _vec(el, tag, n=3):
     node = el.find(tag)
@@ -231,14 +216,11 @@ def arm26(path=None):
         wrap_set = m.find("GeometryPath/PathWrapSet/objects")
         for pw in [] if wrap_set is None else list(wrap_set):
             obj = pw.find("wrap_object").text.strip()
-            key = (name, obj)
-            if key not in ARM26_WRAP_SEGMENTS:
-                raise ModelError(
-                    f"arm26.osim: muscle {name!r} wraps over {obj!r}; no segment known"
-                )
-            seg = ARM26_WRAP_SEGMENTS[key]
-            if seg is not None:
-                pws.append(PathWrap(wraps[obj], seg))
+            if obj not in wraps:
+                raise ModelError(f"arm26.osim: muscle {name!r} wraps over unknown {obj!r}")
+            rng = pw.find("range")
+            lo, hi = (-1, -1) if rng is None else (int(v) for v in rng.text.split())
+            pws.append(PathWrap(wraps[obj], lo - 1 if lo >= 1 else 0, hi - 1 if hi >= 1 else -1))
         params = MuscleParameters(
             float(m.find("max_isometric_force").text),
             float(m.find("optimal_fiber_length").text),

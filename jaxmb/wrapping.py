@@ -1,0 +1,414 @@
+"""OpenSim 4.6's muscle-wrapping algorithms, reimplemented in JAX (jit/vmap/grad-able).
+
+Each ``*_wrap_line`` function wraps one straight path segment p1 → p2, given in the wrap object's
+own frame, and returns ``(code, r1, r2, wrap_length)``: OpenSim's ``WrapObject::WrapAction`` code
+(:data:`NO_WRAP`, :data:`INSIDE_RADIUS`, :data:`WRAPPED`, :data:`MANDATORY_WRAP`), the tangent
+points r1 (near p1) and r2 (near p2) in the wrap frame, and the length of the path on the surface
+between them (m). The discrete choices OpenSim makes with ``if`` are made here with ``jnp.where``,
+so the result is differentiable wherever OpenSim's own path is smooth.
+
+Ported in our own words from opensim-core (Apache-2.0), files
+``OpenSim/Simulation/Wrap/WrapCylinder.cpp`` (``wrapLine``, ``_make_spiral_path``,
+``_adjust_tangent_point``), ``WrapSphere.cpp`` (``wrapLine``) and ``WrapMath.cpp``
+(``IntersectLines``, ``IntersectLineSegPlane``, ``GetClosestPointOnLineToPoint``). Their quirks are
+kept on purpose, because the goal is OpenSim's numbers, not the exact geodesic:
+
+- cylinder: the preliminary tangent points are slid along the axis to the plane through p1, p2
+  and an "apex" point, and the surface path is the helix between them; with more than one wrap
+  object on the path (``single=False``) OpenSim then slides each tangent point by 1.5× the
+  correction until the tangent line and the helix meet within 0.1° (at most 100 passes), using a
+  helix sample at 1/n of its length, n = ⌊length / 2 mm⌋;
+- sphere: tangent points in the plane through p1, p2 and the centre, the great-circle arc between
+  them; a constrained far-side wrap returns a *negative* arc length, as OpenSim does.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+__all__ = [
+    "NO_WRAP",
+    "INSIDE_RADIUS",
+    "WRAPPED",
+    "MANDATORY_WRAP",
+    "QUADRANTS",
+    "cylinder_wrap_line",
+    "sphere_wrap_line",
+    "torus_wrap_line",
+]
+
+NO_WRAP, INSIDE_RADIUS, WRAPPED, MANDATORY_WRAP = 0, 1, 2, 3
+
+# OpenSim's quadrant names -> (axis, sign); "all" -> None (WrapObject::extendFinalizeFromProperties)
+QUADRANTS = {"all": None, "ALL": None, "All": None}
+for _a, _n in enumerate("xyz"):
+    for _s, _pre in ((1.0, ("", "+")), (-1.0, ("-",))):
+        for _p in _pre:
+            QUADRANTS[_p + _n] = (_a, _s)
+            QUADRANTS[_p + _n.upper()] = (_a, _s)
+
+_LINE_EPSILON = 1e-5  # SimmMacros.h
+_TANGENCY = 0.1 * jnp.pi / 180.0  # WrapCylinder.cpp TANGENCY_THRESHOLD
+_MAX_ADJUST = 100
+_DN = jnp.array([0.0, 0.0, 1.0])
+
+
+def _norm(v):
+    sq = jnp.sum(v * v, axis=-1)
+    ok = sq > 0
+    return jnp.where(ok, jnp.sqrt(jnp.where(ok, sq, 1.0)), 0.0)
+
+
+def _unit(v):
+    """v / |v|, or zeros for a zero vector (WrapMath::NormalizeOrZero)."""
+    n = _norm(v)
+    return v / jnp.where(n > 0, n, 1.0)[..., None]
+
+
+def _acos(x):
+    # OpenSim lets acos see rounding-level |x| > 1 (NaN); clipping keeps the path finite
+    return jnp.arccos(jnp.clip(x, -1.0, 1.0))
+
+
+def _dsign(x):
+    return jnp.where(x >= 0, 1.0, -1.0)
+
+
+def _closest_on_line(pt, line_pt, line):
+    """Closest point to ``pt`` on the line through ``line_pt`` along ``line`` (any length)."""
+    return line_pt + jnp.dot(pt - line_pt, _unit(line)) * _unit(line)
+
+
+def _det_rows(a, b, c):
+    return jnp.dot(a, jnp.cross(b, c))
+
+
+def _intersect_lines(p1, p2, p3, p4):
+    """Closest points between lines p1p2 and p3p4: (on first, s along p1→p2, on second, ok)."""
+    d1, d2 = p2 - p1, p4 - p3
+    m1, m2 = _norm(d1), _norm(d2)
+    v1, v2 = _unit(d1), _unit(d2)
+    c = jnp.cross(v1, v2)
+    den = jnp.dot(c, c)
+    ok = den > 2e-13  # SimmMacros ROUNDOFF_ERROR
+    den = jnp.where(ok, den, 1.0)
+    t = _det_rows(p3 - p1, v1, c) / den
+    s = _det_rows(p3 - p1, v2, c) / den
+    return p1 + s * v1, s / jnp.where(m1 > 0, m1, 1.0), p3 + t * v2, t / m2, ok
+
+
+def _seg_plane(a, b, normal, d):
+    """Intersection of segment a→b with the plane n·x + d = 0: (point, hit)."""
+    vec = b - a
+    dp = jnp.dot(vec, normal)
+    okd = jnp.abs(dp) >= _LINE_EPSILON
+    t = (-d - jnp.dot(normal, a)) / jnp.where(okd, dp, 1.0)
+    hit = okd & (t >= -_LINE_EPSILON) & (t <= 1.0 + _LINE_EPSILON)
+    return a + t * vec, hit
+
+
+def _axis_rotate(v, axis, angle):
+    """Rotate v by ``angle`` about the unit ``axis`` (Rodrigues)."""
+    c, s = jnp.cos(angle), jnp.sin(angle)
+    return v * c + jnp.cross(axis, v) * s + axis * jnp.dot(axis, v) * (1.0 - c)
+
+
+# ----------------------------------------------------------------------------- cylinder
+def _tangent_candidates(p, r):
+    """The two tangent points on the cylinder seen from p, in the cross-section plane of p."""
+    pa = jnp.array([0.0, 0.0, 1.0]) * p[2]
+    vv = _unit(p - pa)
+    dist_p = _norm(p - pa)
+    sin_t = r / jnp.where(dist_p > 0, dist_p, 1.0)
+    d = r * sin_t
+    pp = pa + d * vv
+    h = jnp.sqrt(jnp.maximum(r * r - d * d, 0.0))
+    uu = jnp.cross(_DN, vv)
+    return pp + h * uu, pp - h * uu, pa, dist_p
+
+
+def _spiral(r1, r2, radius, long_wrap):
+    """Helix data between r1 and r2 (WrapCylinder::_make_spiral_path, first half)."""
+    r1a = jnp.array([0.0, 0.0, 1.0]) * r1[2]
+    r2a = jnp.array([0.0, 0.0, 1.0]) * r2[2]
+    axial = r2a - r1a
+    uu = (r1 - r1a) / radius
+    vv = (r2 - r2a) / radius
+    theta = _acos(jnp.dot(uu, vv) / (_norm(uu) * _norm(vv)))
+    theta = jnp.where(long_wrap, 2.0 * jnp.pi - theta, theta)
+    length = jnp.sqrt((radius * theta) ** 2 + jnp.dot(axial, axial))
+    ax = _unit(jnp.cross(uu, vv))
+    return r1a, axial, uu, ax, theta, length
+
+
+def _spiral_point(r1a, axial, uu, ax, sense, t, theta, radius):
+    return r1a + radius * _axis_rotate(uu, ax, sense * t * theta) + t * axial
+
+
+def _adjust_tangent(pt, r, w):
+    """WrapCylinder::_adjust_tangent_point: (new r, adjusted?)."""
+    alpha = _acos(jnp.dot(_unit(r - pt), _DN))
+    omega = _acos(jnp.dot(_unit(w - r), _DN))
+    adjust = jnp.abs(alpha - omega) > _TANGENCY
+    pa = _closest_on_line(pt, r, _DN)
+    wa = _closest_on_line(w, r, _DN)
+    _, _, on_axis_line, _, _ = _intersect_lines(pt, w, pa, wa)
+    return jnp.where(adjust, r + 1.5 * (on_axis_line - r), r), adjust
+
+
+def cylinder_wrap_line(p1, p2, radius, length, quadrant, single=True):
+    """OpenSim's WrapCylinder::wrapLine for the cylinder x² + y² = radius² along z, |z| ≤ length/2.
+
+    Args:
+        p1, p2: (3,) segment ends in the wrap frame (m). radius, length: m (``length`` may be inf).
+        quadrant: ``None`` or ``(axis, sign)`` (static). single: True when the path has only this
+            wrap object (OpenSim 4.6 then skips the tangent-point sliding iteration).
+    Returns:
+        (code, r1 (3,), r2 (3,), wrap_length (m)).
+    """
+    r = radius
+    r2_ = r * r
+    inside = (jnp.sum(p1[:2] ** 2) < r2_) | (jnp.sum(p2[:2] ** 2) < r2_)
+    half = 0.5 * length
+    start_z = jnp.where(jnp.isfinite(half), -half, 0.0)
+    cyl_start = jnp.array([0.0, 0.0, 1.0]) * start_z
+    near12, t12, near00, _, ok = _intersect_lines(p1, p2, cyl_start, cyl_start + _DN)
+    crosses = ok & (jnp.sum((near12 - near00) ** 2) < r2_) & (t12 > 0.0) & (t12 < 1.0)
+
+    r1a, r1b, p11, d1 = _tangent_candidates(p1, r)
+    r2a, r2b, p22, d2 = _tangent_candidates(p2, r)
+    far_side = jnp.asarray(False)
+    long_wrap = jnp.asarray(False)
+    if quadrant is None:
+        code = jnp.where(crosses, MANDATORY_WRAP, NO_WRAP)
+        u1a, u1b = _unit(r1a - p11), _unit(r1b - p11)
+        u2a, u2b = _unit(r2a - p22), _unit(r2b - p22)
+        j1, j2, j3, j4 = u1a @ u2a, u1a @ u2b, u1b @ u2a, u1b @ u2b
+        c1 = (j1 > j2) & (j1 > j3) & (j1 > j4)
+        c2 = ~c1 & (j2 > j3) & (j2 > j4)
+        c3 = ~c1 & ~c2 & (j3 > j4)
+        r1 = jnp.where(c1 | c2, r1a, r1b)
+        r2 = jnp.where(c1 | c3, r2a, r2b)
+    else:
+        ax, sg = quadrant
+        s1, s2 = _dsign(p1[ax]), _dsign(p2[ax])
+        either = (s1 == sg) | (s2 == sg)
+        maybe = (s1 != s2) & (_dsign(near12[ax]) != sg)
+        code = jnp.where(
+            either, jnp.where(crosses, MANDATORY_WRAP, jnp.where(maybe, WRAPPED, NO_WRAP)), WRAPPED
+        )
+        m1a, m1b, m2a, m2b = r1a - p11, r1b - p11, r2a - p22, r2b - p22
+        alpha = _acos(m1a @ m2b / (_norm(m1a) * _norm(m2b)))
+        beta = _acos(m1b @ m2a / (_norm(m1b) * _norm(m2a)))
+        a_gt = alpha > beta
+        on1a, on1b = _dsign(r1a[ax]) == sg, _dsign(r1b[ax]) == sg
+        on2a, on2b = _dsign(r2a[ax]) == sg, _dsign(r2b[ax]) == sg
+        # choice "b-a": r1 = r1b, r2 = r2a, far side when alpha <= beta;
+        # choice "a-b": r1 = r1a, r2 = r2b, far side when alpha > beta
+        both1, neither1 = on1a & on1b, ~on1a & ~on1b
+        pick_ba = jnp.where(
+            both1,
+            on2a,
+            jnp.where(on1a, False, jnp.where(on1b, True, jnp.where(on2a, True, ~(on2b | a_gt)))),
+        )
+        far_side = jnp.where(pick_ba, ~a_gt, a_gt)
+        far_side = jnp.where(neither1 & ~on2a & ~on2b, True, far_side)
+        r1 = jnp.where(pick_ba, r1b, r1a)
+        r2 = jnp.where(pick_ba, r2a, r2b)
+        sum_musc = (r1 - p1) + (r2 - p2)
+        sum_r = (r1 - p11) + (r2 - p22)
+        long_wrap = jnp.dot(sum_r, sum_musc) < 0.0
+
+    # apex of the wrap: on the cylinder, in the plane of p1, p2 and the axis point below mpt
+    t = d1 / (d1 + d2)
+    mpt = p1 + t * (p2 - p1)
+    axispt = jnp.array([0.0, 0.0, 1.0]) * mpt[2]
+    pn = _unit(jnp.cross(_unit(p1 - axispt), _unit(p2 - axispt)))
+    apex1 = axispt + r * _unit(jnp.cross(_DN, pn))
+    apex2 = axispt + r * _unit(jnp.cross(pn, _DN))
+    closer1 = jnp.sum((mpt - apex1) ** 2) < jnp.sum((mpt - apex2) ** 2)
+    apex = jnp.where(closer1 != far_side, apex1, apex2)
+
+    # slide r1, r2 along the cylinder's generators to the plane (p1, p2, apex)
+    pn = _unit(jnp.cross(_unit(p1 - apex), _unit(p2 - apex)))
+    d = -jnp.dot(p1, pn)
+    r1p, hit1 = _seg_plane(r1 - 10.0 * _DN, r1 + 10.0 * _DN, pn, d)
+    r2p, hit2 = _seg_plane(r2 - 10.0 * _DN, r2 + 10.0 * _DN, pn, d)
+    # (OpenSim passes p22 / p11 as the line *direction* here; both lie on the z axis)
+    z1, z2 = p11[2], p22[2]
+    c1p = _closest_on_line(r1p, p11, p22)[2]
+    c2p = _closest_on_line(r2p, p22, p11)[2]
+    r1 = jnp.where(hit1 & ((c1p - z2) ** 2 < (z1 - z2) ** 2), r1p, r1)
+    r2 = jnp.where(hit2 & ((c2p - z1) ** 2 < (z2 - z1) ** 2), r2p, r2)
+
+    beyond = ((r1[2] < -half) | (r1[2] > half)) & ((r2[2] < -half) | (r2[2] > half))
+    sense = jnp.where(long_wrap, -1.0, 1.0)
+
+    if not single:
+
+        def body(state, _):
+            a1, a2, done = state
+            r1a_, axial, uu, ax_, theta, wl = _spiral(a1, a2, r, long_wrap)
+            n = jnp.maximum(jnp.floor(wl / 0.002), 1.0)
+            tt = 1.0 / n
+            w1 = _spiral_point(r1a_, axial, uu, ax_, sense, tt, theta, r)
+            w2 = _spiral_point(r1a_, axial, uu, ax_, sense, 1.0 - tt, theta, r)
+            b1, adj1 = _adjust_tangent(p1, a1, w1)
+            b2, adj2 = _adjust_tangent(p2, a2, w2)
+            go = ~done & (n >= 2) & (adj1 | adj2)
+            return (jnp.where(go, b1, a1), jnp.where(go, b2, a2), done | ~go), None
+
+        (r1, r2, _), _ = jax.lax.scan(body, (r1, r2, jnp.asarray(False)), None, _MAX_ADJUST)
+
+    wrap_len = _spiral(r1, r2, r, long_wrap)[-1]
+    code = jnp.where(inside, INSIDE_RADIUS, jnp.where(beyond, NO_WRAP, code))
+    return code, r1, r2, wrap_len
+
+
+# ----------------------------------------------------------------------------- sphere
+def sphere_wrap_line(p1, p2, radius, quadrant):
+    """OpenSim's WrapSphere::wrapLine for the sphere |x| = radius (wrap frame).
+
+    Returns (code, r1 (3,), r2 (3,), wrap_length (m, negative for a constrained far-side wrap)).
+    """
+    r = radius
+    n1, n2 = _norm(p1), _norm(p2)
+    inside = (n1 < r) | (n2 < r)
+    ri = p1 - p2
+    mp = -p2
+    a = jnp.dot(ri, ri)
+    b = -2.0 * jnp.dot(mp, ri)
+    c = jnp.dot(mp, mp) - r * r
+    disc = b * b - 4.0 * a * c
+    sq = jnp.sqrt(jnp.maximum(disc, 0.0))
+    l1 = (-b + sq) / (2.0 * a)
+    l2 = (-b - sq) / (2.0 * a)
+    hits = (disc >= 0.0) & (0.0 < l1) & (l1 < 1.0) & (0.0 < l2) & (l2 < 1.0) & (l1 >= l2)
+
+    p1p2 = _unit(p1 - p2)
+    nvec = _unit(jnp.cross(p1p2, _unit(p2)))
+
+    def candidates(p, n_p):
+        y = _unit(-p)
+        z = jnp.cross(nvec, y)
+        a_ = jnp.arcsin(jnp.clip(r / n_p, -1.0, 1.0))
+        # rows of [n y z]·Rx(±a): the y column is y cos a ∓ z sin a (WrapMath::Make3x3DirCosMatrix)
+        ca, sa = jnp.cos(a_), jnp.sin(a_)
+        return p + (y * ca - z * sa) * n_p * ca, p + (y * ca + z * sa) * n_p * ca
+
+    r1a, r1b = candidates(p1, n1)
+    r2a, r2b = candidates(p2, n2)
+    u1a, u1b, u2a, u2b = _unit(r1a), _unit(r1b), _unit(r2a), _unit(r2b)
+    j1, j2, j3, j4 = u1a @ u2a, u1a @ u2b, u1b @ u2a, u1b @ u2b
+    c1 = (j1 > j2) & (j1 > j3) & (j1 > j4)
+    c2 = ~c1 & (j2 > j3) & (j2 > j4)
+    c3 = ~c1 & ~c2 & (j3 > j4)
+    r1 = jnp.where(c1 | c2, r1a, r1b)
+    r2 = jnp.where(c1 | c3, r2a, r2b)
+    code = jnp.where(hits, WRAPPED, NO_WRAP)
+    far_side = jnp.asarray(False)
+    if quadrant is not None:
+        ax, sg = quadrant
+        s1, s2 = _dsign(p1[ax]), _dsign(p2[ax])
+        either = (s1 == sg) | (s2 == sg)
+        # closest point of the line to the centre (OpenSim measures t along p2 → p1, then negates)
+        # (tt is a distance in m here, compared with 1 as OpenSim does)
+        mm = p1 + jnp.dot(-p1, p1p2) * p1p2
+        tt = jnp.dot(p1, p1p2)
+        mand = (jnp.dot(mm, mm) < r * r) & (tt > 0.0) & (tt < 1.0)
+        maybe = (s1 != s2) & (_dsign(mm[ax]) != sg)
+        code = jnp.where(
+            hits & either,
+            jnp.where(mand, MANDATORY_WRAP, jnp.where(maybe, WRAPPED, NO_WRAP)),
+            code,
+        )
+        flip_case = (s1 != sg) | (s2 != sg)
+        axis_vec = jnp.zeros(3).at[ax].set(sg)
+        sm = _unit(-p1 - p2)
+        q1 = jnp.where(u1a @ sm > u1b @ sm, r1a, r1b)
+        o1 = jnp.where(u1a @ sm > u1b @ sm, r1b, r1a)
+        q2 = jnp.where(u2a @ sm > u2b @ sm, r2a, r2b)
+        o2 = jnp.where(u2a @ sm > u2b @ sm, r2b, r2a)
+        flip = jnp.dot(_unit((q1 - p1) + (q2 - p2)), axis_vec) < 0.0
+        q1, q2 = jnp.where(flip, o1, q1), jnp.where(flip, o2, q2)
+        far = jnp.dot((q1 + q2), (q1 - p1) + (q2 - p2)) < 0.0
+        r1 = jnp.where(flip_case, q1, r1)
+        r2 = jnp.where(flip_case, q2, r2)
+        far_side = flip_case & far
+    angle = _acos(jnp.dot(_unit(r1), _unit(r2)))
+    angle = jnp.where(far_side, -(2.0 * jnp.pi - angle), angle)
+    code = jnp.where(inside, INSIDE_RADIUS, code)
+    return code, r1, r2, r * angle
+
+
+# ----------------------------------------------------------------------------- torus
+_CYL_LENGTH = 10000.0  # WrapTorus.cpp CYL_LENGTH
+_NEWTON_STEPS = 60
+
+
+def _circle_pass(a, b, radius):
+    """Root u of WrapTorus::calcCircleResids along a → b, from u = 0 (OpenSim: MINPACK lmdif).
+
+    The residual is OpenSim's own (it weighs the radial term twice, so its root is the line point
+    nearest the circle of radius 2·radius in the z = 0 plane); solved here by damped Newton steps.
+    Returns the point a + u·(b − a)/|b − a|.
+    """
+    n = _unit(b - a)
+    c2 = 2.0 * jnp.dot(a, n)
+    c3 = a[0] * n[0] + a[1] * n[1]
+    c4 = n[0] ** 2 + n[1] ** 2
+    c5 = a[0] ** 2 + a[1] ** 2
+
+    def resid(u):
+        rho = jnp.sqrt(jnp.maximum(u * u * c4 + 2.0 * c3 * u + c5, 1e-300))
+        return c2 + 2.0 * u - 2.0 * radius * (2.0 * c4 * u + 2.0 * c3) / rho
+
+    def step(u, _):
+        f, df = jax.value_and_grad(resid)(u)
+        df = jnp.where(jnp.abs(df) > 1e-12, df, 1e-12)
+        du = jnp.clip(-f / df, -0.2 * (1.0 + jnp.abs(u)), 0.2 * (1.0 + jnp.abs(u)))
+        return u + du, None
+
+    u, _ = jax.lax.scan(step, jnp.zeros((), a.dtype), None, _NEWTON_STEPS)
+    return a + u * n
+
+
+def torus_wrap_line(p1, p2, inner_radius, outer_radius, quadrant=None, single=True):
+    """OpenSim's WrapTorus::wrapLine for the torus about the wrap frame's z axis.
+
+    The point of the torus's centre circle (radius ``outer_radius``) nearest the line p1p2 is
+    found from both ends; a cylinder of radius ``inner_radius`` tangent to the circle there,
+    constrained to the side facing the torus axis ("+x" of its frame), wraps the segment. As in
+    OpenSim the code is WRAPPED whenever a nearest point is found, and NO_WRAP otherwise.
+    Returns (code, r1 (3,), r2 (3,), wrap_length (m)).
+    """
+    a1 = _circle_pass(p1, p2, outer_radius)
+    a2 = _circle_pass(p2, p1, outer_radius)
+
+    def dist(a):
+        rho = jnp.sqrt(a[0] ** 2 + a[1] ** 2)
+        return jnp.sqrt(jnp.maximum(jnp.dot(a, a) + outer_radius**2 - 2 * outer_radius * rho, 0))
+
+    d1, d2 = dist(a1), dist(a2)
+    pick2 = ~(d1 < d2)
+    found = jnp.asarray(True)
+    if quadrant is not None:
+        ax, sg = quadrant
+        on1, on2 = _dsign(a1[ax]) == sg, _dsign(a2[ax]) == sg
+        pick2 = jnp.where(on1 & on2, pick2, ~on1)
+        found = on1 | on2
+    a = jnp.where(pick2, a2, a1)
+    c = outer_radius * jnp.array([a[0], a[1], 0.0]) / _norm(a[:2])
+    cx = _unit(-c)
+    cy = jnp.array([0.0, 0.0, -1.0])
+    cz = jnp.cross(cx, cy)
+    R = jnp.stack([cx, cy, cz])  # rows: cylinder axes in the torus frame
+    code, r1, r2, wl = cylinder_wrap_line(
+        R @ (p1 - c), R @ (p2 - c), inner_radius, _CYL_LENGTH, (0, 1.0), single
+    )
+    on = code >= WRAPPED
+    r1 = R.T @ r1 + c
+    r2 = R.T @ r2 + c
+    code = jnp.where(found & on, WRAPPED, NO_WRAP)
+    return code, r1, r2, wl
