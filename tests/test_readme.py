@@ -146,6 +146,9 @@ def test_every_path_and_module_in_the_readme_exists():
             assert (ROOT / span).exists(), f"README names {span}, not in the repository"
             checked += 1
     assert checked >= 20
+    for target in re.findall(r"\]\(([^)\s]+)\)", README):  # links and images, e.g. the gallery
+        if not re.match(r"[a-z]+:|#", target):
+            assert (ROOT / target.split("#")[0]).exists(), f"README links {target}, not found"
 
 
 def test_using_it_snippet_names_the_public_api():
