@@ -161,8 +161,10 @@ def wrapped():
     return _compiled(_shoulder_model(True))
 
 
+@pytest.mark.slow
 def test_wrapped_moment_arms_match_opensim(wrapped):
-    """The seed's target: moment arms within 1e-6 m of −dL/dq of OpenSim's wrapped path."""
+    """The seed's target: moment arms within 1e-6 m of −dL/dq of OpenSim's wrapped path (slow:
+    compiling the 14 wrapped paths takes minutes)."""
     _, eR = _sweep_errors(*wrapped, "wrapped", SUBSAMPLE)
     assert eR.max() < 1e-6, {n: eR[:, k].tolist() for k, n in enumerate(sm.MUSCLES)}
 
