@@ -70,6 +70,19 @@ def _parse():
         default=None,
         help="merge these result JSONs (terms rows concatenated) into --json-name, plot",
     )
+    p.add_argument(
+        "--methods",
+        default="tree,closed_form,batched,batched_bm",
+        help="jaxmb routes for 'terms' (tree, closed_form, batched, batched_bm)",
+    )
+    p.add_argument(
+        "--step-methods",
+        default="tree,batched",
+        help="jaxmb RK4 routes for 'steps': tree (vmap of forward_dynamics), batched",
+    )
+    p.add_argument("--batches", default=None, help="comma-separated batch sizes for 'terms'")
+    p.add_argument("--dtypes", default=None, help="comma-separated dtypes (float64,float32)")
+    p.add_argument("--step-k", type=int, default=None, help="RK4 steps per call in 'steps'")
     p.add_argument("--sharded-child", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--mjx-child", default="", help=argparse.SUPPRESS)
     return p.parse_args()
@@ -92,6 +105,15 @@ def mjcf_chain(n, timestep):
         'gravity="0 0 -9.81"><flag contact="disable" constraint="disable"/></option>'
         "<worldbody>" + "".join(open_) + "".join(close) + "</worldbody></mujoco>"
     )
+
+
+def _mjx_version():
+    import importlib.metadata as md
+
+    try:
+        return md.version("mujoco-mjx")
+    except Exception:
+        return None
 
 
 def mjx_child(spec):
@@ -121,12 +143,14 @@ def mjx_child(spec):
     t0 = time.perf_counter()
     out = jax.block_until_ready(f(q, qd))
     compile_s = time.perf_counter() - t0
-    samples = []
+    samples, cpu = [], []
     for _ in range(3):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         out = jax.block_until_ready(f(q, qd))
         samples.append((time.perf_counter() - t0) / (B * K))
+        cpu.append((time.process_time() - c0) / (B * K))
     res = dict(per_state_step_s=float(np.min(samples)), compile_s=compile_s,
+               cpu_per_state_step_s=float(np.min(cpu)), mjx_version=_mjx_version(),
                out_dtype=str(out.dtype), q_final=np.asarray(out, float).tolist())  # fmt: skip
     print("MJX" + json.dumps(res), flush=True)
 
@@ -153,6 +177,7 @@ import numpy as np  # noqa: E402
 
 import jaxmb as mb  # noqa: E402
 from jaxmb import batch  # noqa: E402
+from jaxmb import batched as bt  # noqa: E402
 from jaxmb.dynamics import bias_forces, forward_dynamics, gravity_forces, mass_matrix  # noqa: E402
 from jaxmb.model import Body, build_model  # noqa: E402
 from jaxmb.models.chain import chain  # noqa: E402
@@ -183,14 +208,17 @@ def time_compiled(fn, *args, repeats=5, min_time=0.05):
     _block(fn(*args))
     one = max(time.perf_counter() - t0, 1e-7)
     inner = max(1, int(min_time / one))
-    samples = []
+    samples, cpu = [], []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for _ in range(inner):
             out = fn(*args)
         _block(out)
         samples.append((time.perf_counter() - t0) / inner)
+        cpu.append((time.process_time() - c0) / inner)
     TIMING_STATS["last_median_s"] = float(np.median(samples))
+    # process CPU time (all threads): on a loaded machine it is the least contaminated figure
+    TIMING_STATS["last_cpu_s"] = float(np.min(cpu))
     return first, float(np.min(samples))
 
 
@@ -223,6 +251,12 @@ def terms_fn(method):
 
 
 TERMS = {m: terms_fn(m) for m in ("tree", "closed_form")}
+# jaxmb.batched: batch-last CRBA/RNEA over the whole batch (not vmapped). "batched" takes and
+# returns batch-first arrays like the vmapped paths (transposes included); "batched_bm" works on
+# batch-last (nq, B) arrays end to end, the layout a batch-last integrator keeps.
+BATCHED = {
+    "batched": lambda m, q, qd: bt.batched_terms(m, q, qd, identity_map=True),
+}
 
 
 class FastJit:
@@ -245,6 +279,11 @@ class FastJit:
 
 
 def batched_terms(method, model, chunk=None):
+    if method in ("batched", "batched_bm"):
+        if method == "batched_bm":  # states are passed batch-last (nq, B): no transposes at all
+            fn = lambda m, qT, qdT: bt.equations_of_motion_bm(m, qT, qdT, True, True)
+            return FastJit(fn, model)
+        return FastJit(BATCHED[method], model)
     f = TERMS[method]
     if chunk is None:
         return FastJit(jax.vmap(f, in_axes=(None, 0, 0)), model)
@@ -393,12 +432,19 @@ def pin_cpp_build():
     return exe, " ".join(cmd)
 
 
+PIN_CPU = {}
+
+
 def pin_cpp(exe, n, B, repeats=20):
+    """Wall seconds per state (best pass); the best pass's process CPU time goes to PIN_CPU[n]."""
     r = subprocess.run([exe, str(n), str(B), str(repeats)], capture_output=True, text=True)
+    wall = None
     for line in r.stdout.splitlines():
         if line.startswith("ns_per_state"):
-            return float(line.split()[1]) * 1e-9
-    return None
+            wall = float(line.split()[1]) * 1e-9
+        if line.startswith("cpu_ns_per_state"):
+            PIN_CPU[n] = float(line.split()[1]) * 1e-9
+    return wall
 
 
 # ------------------------------------------------------------------------------------------------
@@ -440,12 +486,14 @@ def mujoco_steps(n, B, K, dt):
     for label, nth in (("rollout_1thread", 1), (f"rollout_{nthreads}threads", nthreads)):
         datas = [mujoco.MjData(m) for _ in range(nth)]
         rollout.rollout(m, datas, x0, nstep=K)  # warm-up (thread pool, allocation)
-        samples = []
+        samples, cpu = [], []
         for _ in range(3):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             st, _ = rollout.rollout(m, datas, x0, nstep=K)
             samples.append((time.perf_counter() - t0) / (B * K))
+            cpu.append((time.process_time() - c0) / (B * K))
         res[label] = float(np.min(samples))
+        res[label + "_cpu"] = float(np.min(cpu))
         res[label + "_state"] = st
     # tight Python loop over mj_step (one state, many steps)
     mujoco.mj_resetData(m, d)
@@ -458,7 +506,7 @@ def mujoco_steps(n, B, K, dt):
     return res
 
 
-def mjx_steps(n, B, K, dt, timeout=900):
+def mjx_steps(n, B, K, dt, timeout=480):
     """MJX per state-step (float32, its native precision) from a subprocess; dict or error."""
     cmd = [sys.executable, os.path.abspath(__file__), "--mjx-child", f"{n},{B},{K},{dt!r}"]
     env = dict(os.environ, JAX_ENABLE_X64="0", JAX_PLATFORMS="cpu")
@@ -517,12 +565,13 @@ def section_terms(cfg, results):
         pin_c = pin_cpp(exe, n, cfg["pin_states"]) if exe else None
         print(
             f"[terms] chain({n}) Pinocchio: python loop {pin_py * 1e6:.2f} us/state, "
-            f"C++ loop {pin_c * 1e6 if pin_c else float('nan'):.2f} us/state",
+            f"C++ loop {pin_c * 1e6 if pin_c else float('nan'):.2f} us/state "
+            f"(CPU {PIN_CPU.get(n, float('nan')) * 1e6:.2f})",
             flush=True,
         )
         for dtype in (jnp.dtype(d).type for d in cfg["dtypes"]):
             model = cast_model(model64, dtype)
-            for method in ("tree", "closed_form"):
+            for method in ARGS.methods.split(","):
                 for B in cfg["batches"]:
                     key = (jnp.dtype(dtype).name, method)
                     if key in last_per and last_per[key] * B > ARGS.call_budget:
@@ -535,6 +584,8 @@ def section_terms(cfg, results):
                     chunk = closed_form_chunk(n, n, B) if method == "closed_form" else None
                     f = batched_terms(method, model, chunk)
                     q, qd = states(B, n, dtype=dtype)
+                    if method == "batched_bm":
+                        q, qd = q.T, qd.T
                     try:
                         compile_s, t = time_compiled(f, model, q, qd, repeats=cfg["repeats"])
                         out_dtype = str(f(model, q, qd)[0].dtype)
@@ -555,6 +606,11 @@ def section_terms(cfg, results):
                         compile_s=compile_s,
                         per_state_s=per,
                         per_state_median_s=TIMING_STATS["last_median_s"] / B,
+                        cpu_per_state_s=TIMING_STATS["last_cpu_s"] / B,
+                        pin_cpp_cpu_per_state_s=PIN_CPU.get(n),
+                        ratio_cpu_vs_pin_cpp_cpu=(
+                            TIMING_STATS["last_cpu_s"] / B / PIN_CPU[n] if n in PIN_CPU else None
+                        ),
                         pin_python_per_state_s=pin_py,
                         pin_cpp_per_state_s=pin_c,
                         ratio_vs_pin_python=per / pin_py,
@@ -568,7 +624,13 @@ def section_terms(cfg, results):
                         f"[terms] chain({n}) {method:11s} {row['dtype']} B={B:5d}: "
                         f"{per * 1e6:9.3f} us/state (compile {compile_s:.1f} s), "
                         f"x{row['ratio_vs_pin_python']:.2f} of Pinocchio-python"
-                        + (f", x{row['ratio_vs_pin_cpp']:.2f} of Pinocchio-C++" if pin_c else ""),
+                        + (f", x{row['ratio_vs_pin_cpp']:.2f} of Pinocchio-C++" if pin_c else "")
+                        + (
+                            f"; CPU {row['cpu_per_state_s'] * 1e6:.3f} us/state, "
+                            f"x{row['ratio_cpu_vs_pin_cpp_cpu']:.2f} of Pinocchio-C++ CPU"
+                            if row["ratio_cpu_vs_pin_cpp_cpu"]
+                            else ""
+                        ),
                         flush=True,
                     )
     results["terms"] = rows
@@ -637,40 +699,58 @@ def section_steps(cfg, results):
     mj = {k: v for k, v in mj.items() if not k.endswith("_state")}
     out["mujoco_per_state_step_s"] = mj
     q, qd = states(B, n, seed=2)
+    nq = n
+    mj_q = ref[:, -1, 1 : 1 + nq]  # FULLPHYSICS state = (time, qpos, qvel, ...)
     for dtype in (jnp.dtype(d).type for d in cfg["dtypes"]):
-        name = jnp.dtype(dtype).name
+        dname = jnp.dtype(dtype).name
         model = cast_model(chain(n), dtype)
         qq, qqd = q.astype(dtype), qd.astype(dtype)
-        rk4 = FastJit(lambda m, q, qd, dt: RK4_BATCHED(m, q, qd, dt, K), model)
         dtj = jnp.asarray(dt, dtype)
-        compile_s, t = time_compiled(rk4, model, qq, qqd, dtj, repeats=cfg["repeats"])
-        qK, _ = rk4(model, qq, qqd, dtj)
-        per = t / (B * K)
-        # agreement with MuJoCo's RK4 states after K steps (same integrator, same dt)
-        nq = n
-        mj_q = ref[:, -1, 1 : 1 + nq]  # FULLPHYSICS state = (time, qpos, qvel, ...)
-        out[f"jaxmb_{name}"] = dict(
-            per_state_step_s=per,
-            compile_s=compile_s,
-            out_dtype=str(qK.dtype),
-            ratio_vs_mujoco_rollout_1thread=per / mj["rollout_1thread"],
-            max_abs_q_diff_vs_mujoco=float(np.abs(np.asarray(qK, float) - mj_q).max()),
-        )
-        print(
-            f"[steps] jaxmb RK4 chain(7) {name} B={B}: {per * 1e6:.3f} us/state-step "
-            f"(x{per / mj['rollout_1thread']:.2f} of MuJoCo rollout 1 thread; "
-            f"|q - q_mujoco| = {out[f'jaxmb_{name}']['max_abs_q_diff_vs_mujoco']:.1e})",
-            flush=True,
-        )
+        for method in ARGS.step_methods.split(","):
+            if method == "tree":
+                rk4 = FastJit(lambda m, q, qd, dt: RK4_BATCHED(m, q, qd, dt, K), model)
+                args = (qq, qqd, dtj)
+            else:  # jaxmb.batched: batch-last state (nq, B) through the whole rollout
+                rk4 = FastJit(lambda m, q, qd, dt: bt.batched_rk4(m, q, qd, dt, K, True), model)
+                args = (qq.T, qqd.T, dtj)
+            compile_s, t = time_compiled(rk4, model, *args, repeats=cfg["repeats"])
+            cpu = TIMING_STATS["last_cpu_s"] / (B * K)
+            qK = rk4(model, *args)[0]
+            qK = qK if method == "tree" else qK.T
+            per = t / (B * K)
+            key = f"jaxmb_{method}_{dname}"
+            # agreement with MuJoCo's RK4 states after K steps (same integrator, same dt)
+            out[key] = dict(
+                per_state_step_s=per,
+                cpu_per_state_step_s=cpu,
+                compile_s=compile_s,
+                out_dtype=str(qK.dtype),
+                ratio_vs_mujoco_rollout_1thread=per / mj["rollout_1thread"],
+                ratio_cpu_vs_mujoco_rollout_1thread_cpu=cpu / mj["rollout_1thread_cpu"],
+                max_abs_q_diff_vs_mujoco=float(np.abs(np.asarray(qK, float) - mj_q).max()),
+            )
+            print(
+                f"[steps] jaxmb {method} RK4 chain(7) {dname} B={B}: {per * 1e6:.3f} "
+                f"us/state-step, CPU {cpu * 1e6:.3f} (x{per / mj['rollout_1thread']:.2f} of "
+                f"MuJoCo rollout 1 thread, CPU "
+                f"x{out[key]['ratio_cpu_vs_mujoco_rollout_1thread_cpu']:.2f}; "
+                f"|q - q_mujoco| = {out[key]['max_abs_q_diff_vs_mujoco']:.1e})",
+                flush=True,
+            )
+            results["steps"] = out
+            _save_partial(results)
     if not ARGS.no_mjx and not ARGS.quick:
         r = mjx_steps(n, B, K, dt)
         if "per_state_step_s" in r:
             qf = np.asarray(r.pop("q_final"))
             r["max_abs_q_diff_vs_mujoco"] = float(np.abs(qf - mj_q).max())
-            for name in cfg["dtypes"]:
-                out[f"jaxmb_{name}"]["ratio_vs_mjx_float32"] = (
-                    out[f"jaxmb_{name}"]["per_state_step_s"] / r["per_state_step_s"]
-                )
+            for key, row in out.items():
+                if key.startswith("jaxmb_"):
+                    row["ratio_vs_mjx_float32"] = row["per_state_step_s"] / r["per_state_step_s"]
+                    if r.get("cpu_per_state_step_s"):
+                        row["ratio_cpu_vs_mjx_float32_cpu"] = (
+                            row["cpu_per_state_step_s"] / r["cpu_per_state_step_s"]
+                        )
             print(
                 f"[steps] MJX chain(7) {r['out_dtype']} B={B}: "
                 f"{r['per_state_step_s'] * 1e6:.3f} us/state-step (compile {r['compile_s']:.0f} s)",
@@ -1004,6 +1084,12 @@ def main():
     cfg = config(ARGS.quick)
     if ARGS.terms_n:
         cfg["terms_n"] = tuple(int(x) for x in ARGS.terms_n.split(","))
+    if ARGS.batches:
+        cfg["batches"] = tuple(int(x) for x in ARGS.batches.split(","))
+    if ARGS.dtypes:
+        cfg["dtypes"] = tuple(ARGS.dtypes.split(","))
+    if ARGS.step_k:
+        cfg["step_K"] = ARGS.step_k
     if ARGS.sharded_child:
         sharded_child(cfg)
         return

@@ -5,8 +5,9 @@ carries its own (nb, 4, 4) poses and (nb, 6) twists, and XLA's CPU backend vecto
 trailing axes poorly. Here the batch is the *last* axis of every array, after the component and
 body axes (a 3-vector per body is (3, nb, B), a rotation (3, 3, nb, B)), so every operation is an
 elementwise operation over contiguous (nb, B) slabs, and there are no 4×4 products: poses are a
-rotation and an origin, composed by a ``lax.scan`` over the bodies (``R_i = R_λ R(V_θ, θ_i)``,
-``o_i = o_λ + R_λ p_i``; one small compiled step whatever nb).
+rotation and an origin, ``R_i = R_λ R(V_θ, θ_i)``, ``o_i = o_λ + R_λ p_i``, composed by
+straight-line code up to 16 bodies (measured 17 % faster than a scan for chain(7)) and by a
+``lax.scan`` over the bodies beyond (one small compiled step whatever nb).
 
 Algorithm (Featherstone, *Rigid Body Dynamics Algorithms*, 2008: RNEA §5.3 and CRBA §6.2, in the
 ground frame as in the tree path): spatial vectors are (ω, v_O) about the ground origin, where
@@ -112,6 +113,9 @@ def _topological(parent) -> tuple[int, ...]:
     return tuple(order)
 
 
+UNROLL_POSES = 16  # up to this many bodies the pose pass is unrolled, beyond it a lax.scan
+
+
 def _world_poses(model: Model, theta, dtype):
     """World rotations R_i (3, 3, nb, B), origins o_i (3, nb, B) and parent rotations R_λ(i).
 
@@ -125,6 +129,18 @@ def _world_poses(model: Model, theta, dtype):
     a = model.axis_theta.astype(dtype).T[:, :, None]  # (3, nb, 1)
     Rloc = _rotation(a, jnp.sin(ang), jnp.cos(ang))  # (3, 3, nb, B)
     ploc = model.axis_d.astype(dtype).T[:, :, None] * dist[None]  # (3, nb, B)
+    if nb <= UNROLL_POSES:  # straight-line code: no dynamic slicing of a carried pose array
+        R, o, Rpar = [None] * nb, [None] * nb, [None] * nb
+        for i in _topological(model.parent):
+            lam = model.parent[i]
+            if lam < 0:
+                Rpar[i] = jnp.broadcast_to(jnp.eye(3, dtype=dtype)[:, :, None], (3, 3, B))
+                R[i], o[i] = Rloc[:, :, i], ploc[:, i]
+            else:
+                Rpar[i] = R[lam]
+                R[i] = _mm(R[lam], Rloc[:, :, i])
+                o[i] = o[lam] + _mv(R[lam], ploc[:, i])
+        return jnp.stack(R, axis=2), jnp.stack(o, axis=1), jnp.stack(Rpar, axis=2)
     order = np.asarray(_topological(model.parent))
     par = np.asarray(model.parent)[order]
     par = np.where(par < 0, nb, par)
@@ -191,9 +207,8 @@ def _joint_space_terms(model: Model, theta, thd, thdd, want_m=True):
     Ic = jnp.moveaxis(model.inertia.astype(dtype), 0, 2)[:, :, :, None]  # (3, 3, nb, 1)
     RI = _mm(R, Ic)
     eye = jnp.eye(3, dtype=dtype)[:, :, None, None]
-    Ibar = jnp.einsum("rknb,cknb->rcnb", RI, R) + m * (
-        _dot(cw, cw) * eye - cw[:, None] * cw[None, :]
-    )
+    # R I_c Rᵀ as broadcast products: an einsum here becomes nb·B tiny 3×3 dots on the CPU
+    Ibar = _mm(RI, jnp.swapaxes(R, 0, 1)) + m * (_dot(cw, cw) * eye - cw[:, None] * cw[None, :])
 
     def inertia_apply(Ib, h, m, w, v):
         return _mv(Ib, w) + _cross(h, v), m * v - _cross(h, w)
@@ -216,7 +231,7 @@ def _joint_space_terms(model: Model, theta, thd, thdd, want_m=True):
     comp = _anc_sum(anc.T, packed)
     mc, hc, Ibc = comp[0], comp[1:4], comp[4:].reshape(3, 3, nb, B)
     Fn, Ff = inertia_apply(Ibc, hc, mc, Sw, Sv)
-    P = jnp.einsum("kib,kjb->ijb", Fn, Sw) + jnp.einsum("kib,kjb->ijb", Ff, Sv)
+    P = sum(Fn[k][:, None] * Sw[k][None, :] + Ff[k][:, None] * Sv[k][None, :] for k in range(3))
     # M[i, j] = P[i, j] for j ⪯ i and its mirror P[j, i] for i ⪯ j; zero for unrelated bodies
     mask = anc[:, :, None]
     M = mask * P + jnp.swapaxes(mask * P, 0, 1) - jnp.eye(nb, dtype=dtype)[:, :, None] * P
