@@ -175,3 +175,12 @@ def test_using_it_snippet_runs():
     exec(compile(snippet, "README.md", "exec"), env)  # noqa: S102 — the README's own code
     assert env["M"].shape == (env["model"].nq, env["model"].nq)
     assert env["traj"] is not None
+
+
+def test_gallery_images_are_small():
+    """docs/make_gallery.py keeps every gallery PNG ≤ 150 KB (the README loads them all)."""
+    pngs = list((ROOT / "docs" / "gallery").glob("*.png"))
+    assert len(pngs) >= 5
+    for p in pngs:
+        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", p.name
+        assert p.stat().st_size <= 150_000, f"{p.name}: {p.stat().st_size} bytes"
