@@ -139,6 +139,11 @@ def _cmd_models(args) -> int:
         "model files: any command taking MODEL also takes a *.json model file "
         "(jaxmb save NAME FILE writes one; docs/model_file.md)"
     )
+    examples = sorted((Path(__file__).parent / "data" / "models").glob("*.json"))
+    if examples:
+        print("example model files:")
+        for path in examples:
+            print(f"  {path}")
     return 0
 
 

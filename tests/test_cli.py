@@ -13,6 +13,7 @@ def test_models_lists_the_squeezer(capsys):
     assert main(["models"]) == 0
     out = capsys.readouterr().out
     assert "andrews_squeezer" in out and "chain" in out
+    assert "two_link_arm.json" in out and "five_bar_loop.json" in out  # the example files
 
 
 @pytest.mark.parametrize(
