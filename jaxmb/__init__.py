@@ -61,10 +61,22 @@ _SUBMODULES = {
     "gait",
     "io",
     "cli",
+    "batched",
+    "expressions",
+}
+
+# Public names whose modules are imported on first use, to keep `import jaxmb` light.
+_LAZY_NAMES = {
+    "load_model": "jaxmb.io.model_file",
+    "save_model": "jaxmb.io.model_file",
+    "ModelFileError": "jaxmb.io.model_file",
+    "load_osim": "jaxmb.io.osim",
 }
 
 
 def __getattr__(name):
     if name in _SUBMODULES:
         return importlib.import_module(f"{__name__}.{name}")
+    if name in _LAZY_NAMES:
+        return getattr(importlib.import_module(_LAZY_NAMES[name]), name)
     raise AttributeError(f"module 'jaxmb' has no attribute {name!r}")

@@ -2,10 +2,12 @@
 
 - :func:`load_osim` / :func:`read_osim`: OpenSim ``.osim`` (4.x, 3.0) to a jaxmb model.
 - :mod:`jaxmb.io.motion`: ``.trc`` markers, ``.mot``/``.sto`` storage files, C3D (optional ezc3d).
+- :func:`load_model` / :func:`save_model`: jaxmb's own versioned JSON model files.
 - :mod:`jaxmb.io.functions`: OpenSim's function types as JAX-traceable modules.
 """
 
-from . import functions, motion, osim
+from . import functions, model_file, motion, osim
+from .model_file import ModelFileError, load_model, save_model
 from .motion import (
     MotionFileError,
     Storage,
@@ -23,6 +25,10 @@ __all__ = [
     "functions",
     "motion",
     "osim",
+    "model_file",
+    "ModelFileError",
+    "load_model",
+    "save_model",
     "load_osim",
     "read_osim",
     "osim_muscle_specs",
