@@ -56,12 +56,18 @@ def figure_image(fig) -> Image.Image:
 
 
 def notebook_figures(name: str) -> list:
-    """Run the code cells of ``notebooks/<name>.ipynb`` in order; the figures each ``plt.show()``
-    would display, in order."""
+    """Run the code cells of ``notebooks/<name>.ipynb`` in order; the figures the notebook would
+    display (at each ``plt.show()`` and, as the inline backend does, at the end of each cell)."""
     nb = nbformat.read(ROOT / "notebooks" / f"{name}.ipynb", as_version=4)
     shown = []
+
+    def flush(*_, **__):
+        for num in plt.get_fignums():
+            shown.append(plt.figure(num))
+            plt.close(num)
+
     show = plt.show
-    plt.show = lambda *a, **k: shown.append(plt.gcf())
+    plt.show = flush
     cwd = Path.cwd()
     os.chdir(ROOT / "notebooks")  # where nbmake runs them
     try:
@@ -69,6 +75,7 @@ def notebook_figures(name: str) -> list:
         for cell in nb.cells:
             if cell.cell_type == "code":
                 exec(compile(cell.source, f"{name}.ipynb", "exec"), env)  # noqa: S102
+                flush()
     finally:
         plt.show = show
         os.chdir(cwd)
@@ -97,11 +104,18 @@ def work_precision():
 
 def joint_maps():
     figs = notebook_figures("joint_maps")
-    # 2: velocity and acceleration of p against the classical method; 1: joint manifolds
-    paths = [save_small(figure_image(figs[1]), "joint_manifolds.png")]
-    paths.append(save_small(figure_image(figs[2]), "joint_maps_vs_classical.png"))
-    for f in figs:
-        plt.close(f)
+    titles = [" | ".join(a.get_title() for a in f.axes) for f in figs]
+    for k, t in enumerate(titles):
+        print(f"  figure {k}: {t}")
+
+    def pick(words):
+        return next(f for f, t in zip(figs, titles, strict=True) if all(w in t for w in words))
+
+    # the four-bar's joint manifold (Fig. 5) and p's velocity/acceleration against the classical
+    # absolute-coordinate analysis
+    paths = [save_small(figure_image(pick(["Fig. 5"])), "joint_manifolds.png")]
+    classical = pick(["Fig. 6", "Fig. 9"])
+    paths.append(save_small(figure_image(classical), "joint_maps_vs_classical.png"))
     return paths
 
 
