@@ -12,32 +12,19 @@ parent/child relations and include the ground (body ``-1`` here, "0" in the seed
 - :class:`MovingPathPoint`: a point whose body-frame location is a smooth function of q; each
   coordinate x, y, z is a natural cubic spline of one generalized coordinate (OpenSim's
   ``MovingPathPoint`` with spline functions).
-- Wrapping (:class:`WrapCylinder`, :class:`WrapSphere`, :class:`WrapEllipsoid`), attached to a path
-  segment between two non-conditional points: when the straight segment intersects the object, the
-  path is replaced by the two tangent lines and a curve on the surface between the tangent points
-  T1, T2, inserted into the path as two points on the object's body (as OpenSim does):
-
-  * cylinder: the exact geodesic (a helix). The cross-section gives the tangent points in the
-    plane; unrolling the cylinder makes the whole wrapped path a straight line, so the axial
-    coordinates of T1, T2 are interpolated linearly in the unrolled length.
-  * sphere: the exact geodesic, a great circle in the plane through P, S and the centre.
-  * ellipsoid: *planar-section method*. Scaling by the inverse semi-axes maps the ellipsoid to the
-    unit sphere and preserves tangency, so T1, T2 are exact tangent points; the curve between them
-    is the section of the ellipsoid by the plane through P, S and the centre (the image of a great
-    circle), its length integrated by 64-point Gauss–Legendre quadrature. This curve is a geodesic
-    only for a sphere or a principal plane, so its length is not stationary under sliding T1, T2
-    and the tangent lines are not the exact lines of action; the moment arm therefore uses, for this
-    element only, the gradient of the wrapped length with respect to the endpoints P and S (a local
-    derivative of the 6-input wrap function, like a spline's slope for a moving point). OpenSim's
-    own ellipsoid wrap is also a planar construction, with a different choice of plane.
-
-  ``quadrant`` ("all", "x", "-x", "y", "-y", "z", "-z", in the wrap frame) restricts the side the
-  path may pass: if the short way violates it the path goes the long way. For cylinders, OpenSim's
-  additional rule is followed: with a constrained quadrant the path also wraps when P and S lie on
-  opposite sides of the constraint axis and the line passes on the forbidden side. A cylinder's
-  ``length`` is used as OpenSim does (no wrap when both tangent points are beyond ±length/2).
-  Only one wrap object per segment; OpenSim's iteration over several objects on one segment (it
-  stops when the length changes by less than 0.5 mm) is not reproduced.
+- Wrapping (:class:`WrapCylinder`, :class:`WrapSphere`, :class:`WrapEllipsoid`, :class:`WrapTorus`)
+  as OpenSim 4.6 computes it (``GeometryPath::applyWrapObjects``): each :class:`PathWrap` acts on
+  a range of path points; at every pose the object wraps every segment of that range (between the
+  points active then, tangent points of other objects included), and the first segment the
+  straight line crosses ("mandatory") or else the wrap that lengthens its segment least is kept,
+  its two tangent points inserted into the path on the object's body. With two or more wrap
+  objects this is repeated up to 8 times until the length changes by < 0.5 mm. The per-object
+  algorithms are OpenSim's own (:mod:`jaxmb.wrapping`): cylinder (tangent points slid to an apex
+  plane, helix; with several objects, OpenSim's tangency iteration), sphere (great circle), torus
+  (a cylinder tangent to the centre circle). :class:`WrapEllipsoid` is *not* OpenSim's iterative
+  algorithm: exact tangent points (scaling to the unit sphere) and the planar section through
+  p1, p2 and the centre, its length by 64-point Gauss–Legendre quadrature. The discrete choices are
+  ``jnp.where`` selections, so lengths are differentiable wherever OpenSim's path is smooth.
 
 Moment arms (the seed's closed form). Every straight segment between consecutive active points on
 *different* bodies pulls its first point along the unit vector e and its last point along −e. The
@@ -46,12 +33,13 @@ sum of these per body, in body axes, is the GMLAV ``E_ki`` and its moment ``Ê_k
 
     R = Σ_i ( γ_i E_iᵀ + Jᵀ ϑ β_i Ê_iᵀ )                                 (Eq. 193, (nq, nm))
 
-and column k is ``Σ_{i ∈ Γ_k} (γ_i E_ki + Jᵀ ϑ β_i Ê_ki)`` (Eq. 195, ``method="sparse"``). Two
-terms go beyond the seed, which assumes body-fixed points: a moving path point adds ``(∂r/∂q)ᵀ F``
-(its motion relative to its body, as OpenSim's ``GeometryPath::addInEquivalentForces``); geodesic
-wrap tangent points (cylinder, sphere) add nothing, because the geodesic's length is stationary
-under sliding them on the surface. ``R F_mt`` is the generalized force of the muscle tensions, and
-``R = −∂L/∂q``.
+and column k is ``Σ_{i ∈ Γ_k} (γ_i E_ki + Jᵀ ϑ β_i Ê_ki)`` (Eq. 195, ``method="sparse"``). The
+pull on each point is computed as f = −∂L/∂x of the path length with respect to the point's ground
+position (the unit vector of a straight segment between body-fixed points, as in the seed); it
+also covers OpenSim's wrap constructions, whose tangent points are not stationary, and each wrap
+object's body takes the reaction (−∂L/∂ of its frame origin and axes). A moving path point adds
+``(∂r/∂q)ᵀ F`` (its motion in its body, as OpenSim's ``GeometryPath::addInEquivalentForces``).
+``R F_mt`` is the generalized force of the muscle tensions, and ``R = −∂L/∂q``.
 """
 
 from __future__ import annotations

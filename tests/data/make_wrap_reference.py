@@ -1,0 +1,154 @@
+"""Record OpenSim 4.6 path lengths over single wrap objects on random geometry (needs ``opensim``).
+
+For each wrap type (WrapCylinder, WrapSphere, WrapEllipsoid, WrapTorus) and quadrant, a tiny model
+is built with the OpenSim Python API: a PathActuator with two path points on the ground and one
+wrap object on the ground at a random position and orientation (``xyz_body_rotation``). With
+``extra`` the path has a second PathWrap over a small sphere far away, which never wraps but makes
+OpenSim take its multi-wrap branch (8 passes; the cylinder's tangent-point sliding iteration).
+Points are sampled on roughly opposite sides of the object so that most segments wrap. Writes
+``wrap_opensim_reference.json`` next to this script.
+
+    python tests/data/make_wrap_reference.py
+"""
+
+import datetime
+import json
+import pathlib
+
+import numpy as np
+import opensim as osim
+
+HERE = pathlib.Path(__file__).resolve().parent
+N_CASES = 24
+
+
+def body_fixed_xyz(a):
+    c, s = np.cos(a), np.sin(a)
+    rx = np.array([[1, 0, 0], [0, c[0], -s[0]], [0, s[0], c[0]]])
+    ry = np.array([[c[1], 0, s[1]], [0, 1, 0], [-s[1], 0, c[1]]])
+    rz = np.array([[c[2], -s[2], 0], [s[2], c[2], 0], [0, 0, 1]])
+    return rx @ ry @ rz
+
+
+def build(kind, size, quadrant, extra, xyz, trans):
+    model = osim.Model()
+    ground = model.getGround()
+    if kind == "cylinder":
+        w = osim.WrapCylinder()
+        w.set_radius(size["radius"])
+        w.set_length(size["length"])
+    elif kind == "sphere":
+        w = osim.WrapSphere()
+        w.set_radius(size["radius"])
+    elif kind == "ellipsoid":
+        w = osim.WrapEllipsoid()
+        w.set_dimensions(osim.Vec3(*size["dimensions"]))
+    else:
+        w = osim.WrapTorus()
+        w.set_inner_radius(size["inner_radius"])
+        w.set_outer_radius(size["outer_radius"])
+    w.setName("w")
+    w.set_quadrant(quadrant)
+    w.set_xyz_body_rotation(osim.Vec3(*xyz))
+    w.set_translation(osim.Vec3(*trans))
+    ground.addWrapObject(w)
+    far = None
+    if extra:
+        far = osim.WrapSphere()
+        far.set_radius(0.01)
+        far.setName("far")
+        far.set_translation(osim.Vec3(50.0, 50.0, 50.0))
+        ground.addWrapObject(far)
+    act = osim.PathActuator()
+    act.setName("act")
+    act.addNewPathPoint("p1", ground, osim.Vec3(1, 0, 0))
+    act.addNewPathPoint("p2", ground, osim.Vec3(-1, 0, 0))
+    path = act.updGeometryPath()
+    path.addPathWrap(w)
+    if extra:
+        path.addPathWrap(far)
+    for i in range(path.getWrapSet().getSize()):
+        path.getWrapSet().get(i).setName(f"pw{i}")
+    model.addForce(act)
+    model.finalizeConnections()
+    return model, act
+
+
+def length(model, act, p1, p2):
+    pps = act.updGeometryPath().updPathPointSet()
+    osim.PathPoint.safeDownCast(pps.get(0)).set_location(osim.Vec3(*p1))
+    osim.PathPoint.safeDownCast(pps.get(1)).set_location(osim.Vec3(*p2))
+    state = model.initSystem()
+    model.realizePosition(state)
+    return act.getLength(state)
+
+
+def sample_size(kind, rng):
+    if kind == "cylinder":
+        return {"radius": rng.uniform(0.01, 0.05), "length": rng.uniform(0.05, 0.3)}
+    if kind == "sphere":
+        return {"radius": rng.uniform(0.01, 0.05)}
+    if kind == "ellipsoid":
+        return {"dimensions": rng.uniform(0.01, 0.05, 3).tolist()}
+    inner = rng.uniform(0.005, 0.02)
+    return {"inner_radius": inner, "outer_radius": inner + rng.uniform(0.01, 0.05)}
+
+
+CONFIGS = [
+    ("cylinder", "all", False),
+    ("cylinder", "+x", False),
+    ("cylinder", "-y", False),
+    ("cylinder", "all", True),
+    ("cylinder", "+x", True),
+    ("sphere", "all", False),
+    ("sphere", "+x", False),
+    ("sphere", "-z", False),
+    ("ellipsoid", "all", False),
+    ("ellipsoid", "-y", False),
+    ("torus", "all", False),
+]
+
+
+def main():
+    rng = np.random.default_rng(20261121)
+    cases = []
+    for kind, quadrant, extra in CONFIGS:
+        for _ in range(N_CASES):
+            size = sample_size(kind, rng)
+            scale = max(v if np.isscalar(v) else max(v) for v in size.values())
+            scale = min(scale, 0.06)
+            xyz = rng.uniform(-np.pi, np.pi, 3)
+            trans = rng.uniform(-0.1, 0.1, 3)
+            d = rng.normal(size=3)
+            d /= np.linalg.norm(d)
+            p1w = d * rng.uniform(2.0, 5.0) * scale
+            p2w = -d * rng.uniform(2.0, 5.0) * scale + rng.normal(size=3) * scale
+            rot = body_fixed_xyz(xyz)
+            p1, p2 = trans + rot @ p1w, trans + rot @ p2w
+            model, act = build(kind, size, quadrant, extra, xyz, trans)
+            cases.append(
+                {
+                    "kind": kind,
+                    "quadrant": quadrant,
+                    "extra": extra,
+                    "size": size,
+                    "xyz_body_rotation": xyz.tolist(),
+                    "translation": trans.tolist(),
+                    "p1": p1.tolist(),
+                    "p2": p2.tolist(),
+                    "straight_m": float(np.linalg.norm(p2 - p1)),
+                    "length_m": length(model, act, p1, p2),
+                }
+            )
+    out = {
+        "source": "OpenSim " + osim.__version__ + " PathActuator.getLength, models built in Python",
+        "generated": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "script": "tests/data/make_wrap_reference.py",
+        "far_sphere": {"radius": 0.01, "translation": [50.0, 50.0, 50.0]},
+        "cases": cases,
+    }
+    (HERE / "wrap_opensim_reference.json").write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
