@@ -13,8 +13,11 @@ Measured (this commit), max over the 72 poses:
   moment arms 1.5e-10 m (the finite-difference noise of the reference);
 - BIClong (ellipsoid BIClonghh): 4.1e-5 m and 2.8e-4 m — jaxmb's ellipsoid is a planar section, not
   OpenSim's iterative WrapEllipsoid;
-- TRIlong (cylinders TRIlongglen, TRI and ellipsoid TRIlonghh, iterated): 2.6e-2 m where TRIlonghh
-  engages, for the same reason (slow test).
+- TRIlong (cylinders TRIlongglen, TRI and ellipsoid TRIlonghh, iterated; slow test): 3.6e-8 m and
+  9.4e-8 m at the 48 poses where TRIlonghh is not engaged (TRIlongglen at elevation ≥ 1.8 rad
+  included, formerly 1.96 mm off); the residual is OpenSim's multi-object cylinder iteration
+  (tangent sliding), reproduced to ~1e-6 m per wrap (tests/test_wrapping.py). 2.6e-2 m where
+  TRIlonghh engages, for the ellipsoid reason above.
 """
 
 import json
@@ -90,7 +93,8 @@ def test_trilong_three_wrap_objects():
     kk = REF["muscles"].index("TRIlong")
     hh = np.array(["TRIlonghh" in w[kk] for w in REF["wrap_objects_in_path"]])
     assert (~hh).sum() >= 10
-    assert np.abs(L[~hh, 0] - Lr[~hh, 0]).max() < 1e-5
+    assert np.abs(L[~hh, 0] - Lr[~hh, 0]).max() < 1e-7
+    assert np.abs(R[~hh, :, 0] - Rr[~hh, :, 0]).max() < 2e-7
     assert np.abs(L[hh, 0] - Lr[hh, 0]).max() < 3e-2
 
 
