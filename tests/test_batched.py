@@ -197,3 +197,13 @@ def test_bad_input_raises():
     lin = mb.build_model(random_bodies(np.random.default_rng(0), 2), mb.LinearMap(2 * np.eye(2)))
     with pytest.raises(ModelError, match="not f\\(q\\) = q"):
         equations_of_motion_bm(lin, jnp.zeros((2, 3)), jnp.zeros((2, 3)), identity_map=True)
+
+
+def test_chunked_batch_equals_whole_batch():
+    """Processing the batch in cache-sized chunks (lax.map) changes nothing, bit for bit."""
+    model = chain(3)
+    q, qd = _states(3, 6, B=8)
+    whole = jax.jit(lambda q, qd: equations_of_motion_bm(model, q, qd, chunk=None))(q.T, qd.T)
+    parts = jax.jit(lambda q, qd: equations_of_motion_bm(model, q, qd, chunk=4))(q.T, qd.T)
+    for a, b in zip(whole, parts, strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
