@@ -3,7 +3,9 @@
 Sections (issue 8, "Throughput benchmarks"):
 
 1. ``terms``: M, N q̇ and G together for ``chain(7)`` and ``chain(30)`` at batch 1, 64 and 4096,
-   jaxmb's tree path and closed-form path, float64 and float32, against Pinocchio's
+   jaxmb's tree path, closed-form path and the batch-last ``jaxmb.batched`` route (``batched``:
+   batch-first arrays in and out; ``batched_bm``: batch-last arrays end to end), float64 and
+   float32, against Pinocchio's
    ``crba`` + ``nonLinearEffects`` per state. Pinocchio is timed two ways: (a) a tight Python loop
    over the states (includes the binding overhead of two calls per state), and (b) a C++ loop
    compiled against Pinocchio's own headers (``benchmarks/pin_chain_bench.cpp``, g++ -O3
@@ -22,8 +24,9 @@ Sections (issue 8, "Throughput benchmarks"):
    power laws, and peak temporary memory per state from XLA's compiled memory analysis.
 
 Every timing is compiled steady state (``block_until_ready``; the first call's compile time is
-reported apart), the best of several repeats (the machine may be shared; the load average is
-recorded). Results: ``benchmarks/results/throughput.json``
+reported apart), wall time and process CPU time (all threads; on a loaded shared machine the CPU
+time is the comparable figure, so run pinned: ``taskset -c 0``), the best of several repeats (the
+load average is recorded). Results: ``benchmarks/results/throughput.json``
 and ``throughput_batch.png`` / ``throughput_scaling.png``. ``--quick`` runs tiny sizes (CI smoke).
 
     python benchmarks/throughput.py            # full run (~10-20 min on 2 cores)
