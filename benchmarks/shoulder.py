@@ -44,6 +44,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's jaxmb
+import importlib
+
 from _common import RESULTS, metadata, save_results, timeit_interleaved  # noqa: E402
 
 import jaxmb  # noqa: E402, F401  (float64)
@@ -51,7 +53,9 @@ from jaxmb.control import MinimumJerk, computed_torque  # noqa: E402
 from jaxmb.coupling import identity_map  # noqa: E402
 from jaxmb.dynamics import _equations_of_motion  # noqa: E402
 from jaxmb.kinematics import tree_kinematics  # noqa: E402
-from jaxmb.models import shoulder as sh  # noqa: E402
+
+# the module, not the function jaxmb.models.shoulder of the same name
+sh = importlib.import_module("jaxmb.models.shoulder")  # noqa: E402
 
 T1 = 2.0
 K = jnp.asarray([100.0, 100.0, 1000.0])

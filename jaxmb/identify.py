@@ -215,6 +215,7 @@ def identify(
     *,
     elements: Sequence | None = None,
     loss: Callable | None = None,
+    observe: Callable | None = None,
     bounds: Sequence | None = None,
     prior: Sequence | None = None,
     optimizer: str = "lbfgs",
@@ -240,7 +241,13 @@ def identify(
             those entries are fitted, the rest keep their values. E.g. ``params_where=lambda m:
             m.mass, elements=[1]`` fits body 1's mass alone.
         loss: optional data term ``loss(q_sim (nt, nq), data) -> scalar`` replacing the default
-            ``½ Σ ((q_sim[:, observed] − q_meas) / noise_std)²``.
+            ``½ Σ ((q_sim[:, observed] − q_meas) / noise_std)²`` (given ``observe``, the loss
+            receives ``observe(model, q_sim)`` in place of ``q_sim``).
+        observe: optional measurement model ``observe(model, q_sim (nt, nq)) -> (nt, k)``: what
+            was measured, given the model being fitted and its simulated coordinates (e.g. joint
+            variables through the joint map, ``lambda m, q: jax.vmap(m.joint_map)(q)[:, idx]``,
+            or marker positions). ``data.q`` then holds those k columns and ``data.observed`` is
+            ignored. Default: the observed coordinates themselves.
         bounds: per selected leaf ``None`` or ``(lo, hi)`` with ``None`` for a missing side
             (broadcast to the shape of the fitted entries).
         prior: per selected leaf ``None`` or ``(mean, std)`` of the fitted entries: a Gaussian
@@ -292,7 +299,15 @@ def identify(
     if ts.ndim != 1 or ts.size < 2 or np.any(np.diff(ts) <= 0):
         raise ModelError("identify: data.ts must be a strictly increasing 1-D array of times")
     observed = tuple(range(model.nq)) if data.observed is None else tuple(data.observed)
-    if data.q.shape != (ts.size, len(observed)):
+    if observe is not None:
+        q_try = jnp.zeros((ts.size, model.nq)) + jnp.asarray(data.q0)
+        shape = jax.eval_shape(observe, model, q_try).shape
+        if tuple(shape) != tuple(data.q.shape):
+            raise ModelError(
+                f"identify: observe(model, q) gives shape {tuple(shape)} but data.q has shape "
+                f"{data.q.shape}"
+            )
+    elif data.q.shape != (ts.size, len(observed)):
         raise ModelError(
             f"identify: data.q has shape {data.q.shape}, expected ({ts.size}, {len(observed)}) "
             f"for observed coordinates {observed}"
@@ -317,11 +332,15 @@ def identify(
     def objective(u):
         m, vals = to_model(u)
         q = predict(m, data, rtol=rtol, atol=atol, max_steps=max_steps, adjoint=adjoint)
+        if observe is not None:
+            y = observe(m, q)
+        else:
+            y = q[:, obs_idx]
         if loss is None:
-            r = (q[:, obs_idx] - data.q) / data.noise_std
+            r = (y - data.q) / data.noise_std
             J = 0.5 * jnp.sum(r * r)
         else:
-            J = loss(q, data)
+            J = loss(q if observe is None else y, data)
         for v, pr in zip(vals, priors, strict=True):
             if pr is not None:
                 z = (v - pr[0]) / pr[1]

@@ -34,7 +34,8 @@ import numpy as np
 
 import jaxmb
 from jaxmb.control import MinimumJerk, simulate_tracking
-from jaxmb.models import shoulder as sh
+import importlib
+sh = importlib.import_module("jaxmb.models.shoulder")  # the module, not the function
 
 full = sh.shoulder("degroot", muscles=False)
 mobl = sh.shoulder("mobl", muscles=False)

@@ -21,7 +21,9 @@ import pytest
 
 import jaxmb
 from jaxmb.control import MinimumJerk, computed_torque, eq200_solve, simulate_tracking
-from jaxmb.models import shoulder as sh
+
+# the module, not the function jaxmb.models.shoulder of the same name
+sh = importlib.import_module("jaxmb.models.shoulder")
 
 DATA = Path(__file__).parent / "data"
 REF = json.loads((DATA / "shoulder_opensim_reference.json").read_text())
@@ -292,7 +294,11 @@ def test_computed_torque_eq200_equals_inverse_dynamics(degroot, poses):
     block = computed_torque(degroot, np.diag(K), _desired(), method="eq200")
     rng = np.random.default_rng(1)
     for q in poses[:3]:
-        q, qd, t = jnp.asarray(q), jnp.asarray(rng.normal(size=3)), jnp.asarray(rng.random() * 2, dtype=jnp.float64)
+        q, qd, t = (
+            jnp.asarray(q),
+            jnp.asarray(rng.normal(size=3)),
+            jnp.asarray(rng.random() * 2, dtype=jnp.float64),
+        )
         Qd, qdd, tau, tau_rnea, tau_block, plant = _evaluate(degroot, ctrl, block, t, q, qd)
         np.testing.assert_allclose(qdd, Qd, rtol=0, atol=1e-10 * np.abs(Qd).max())
         np.testing.assert_allclose(tau_rnea, tau, rtol=0, atol=1e-12 * np.abs(tau).max())
