@@ -71,6 +71,9 @@ _LAZY_NAMES = {
     "save_model": "jaxmb.io.model_file",
     "ModelFileError": "jaxmb.io.model_file",
     "load_osim": "jaxmb.io.osim",
+    "batched_terms": "jaxmb.batched",
+    "batched_forward_dynamics": "jaxmb.batched",
+    "batched_rk4": "jaxmb.batched",
 }
 
 
