@@ -7,11 +7,14 @@ from hypothesis import HealthCheck, settings  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 
+from strategies import examples  # noqa: E402
+
 # Each example compiles JAX code (a new random tree is a new structure), so the default suite draws
-# a few examples per property; set JAXMB_HYPOTHESIS_EXAMPLES=50 for a deeper run.
+# a few examples per property; JAXMB_HYPOTHESIS_SCALE=1 runs every property at its full count
+# (JAXMB_HYPOTHESIS_SCALE=4 for a deep run).
 settings.register_profile(
     "jaxmb",
-    max_examples=int(os.environ.get("JAXMB_HYPOTHESIS_EXAMPLES", "8")),
+    max_examples=examples(8),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     derandomize=True,
@@ -32,4 +35,5 @@ if _TIMES:
         c0, w0 = time.process_time(), time.perf_counter()
         yield
         with open(_TIMES, "a") as fh:
-            fh.write(f"{time.process_time() - c0:.2f} {time.perf_counter() - w0:.2f} {item.nodeid}\n")
+            cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+            fh.write(f"{cpu:.2f} {wall:.2f} {item.nodeid}\n")

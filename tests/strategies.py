@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import os
+
 import jax.numpy as jnp
 import numpy as np
 from hypothesis import strategies as st
 
 import jaxmb as mb
+
+# Every example of a property over random trees compiles new JAX code, so the default suite draws
+# half the examples each property names; JAXMB_HYPOTHESIS_SCALE=1 (or 4) runs them in full (or
+# deeper).
+SCALE = float(os.environ.get("JAXMB_HYPOTHESIS_SCALE", "0.5"))
+
+
+def examples(n: int) -> int:
+    """The number of hypothesis examples for a property that names ``n`` at full depth."""
+    return max(2, round(n * SCALE))
 
 
 def _unit(rng):

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import random_models
+from strategies import examples, random_models
 
 import jaxmb as mb
 from jaxmb import batch
@@ -121,7 +121,7 @@ def test_stack_models_matches_and_rejects_other_structures():
 # vmap over states, initial conditions and model parameters
 
 
-@settings(max_examples=3)
+@settings(max_examples=examples(3))
 @given(random_models(max_bodies=5, max_nq=4, coupled=True), st.integers(0, 2**31 - 1))
 def test_batched_terms_match_loop_over_states(model, seed):
     rng = np.random.default_rng(seed)

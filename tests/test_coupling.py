@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import random_coupling
+from strategies import examples, random_coupling
 
 import jaxmb as mb
 from jaxmb.coupling import (
@@ -84,7 +84,7 @@ def random_implicit(seed, m, nq, with_independent):
 # --------------------------------------------------------------------------------------------
 
 
-@settings(max_examples=3)
+@settings(max_examples=examples(3))
 @given(
     seed=st.integers(0, 2**31 - 1),
     m=st.integers(1, 4),
@@ -251,7 +251,7 @@ def test_implicit_map_validation():
 # --------------------------------------------------------------------------------------------
 
 
-@settings(max_examples=10)
+@settings(max_examples=examples(10))
 @given(seed=st.integers(0, 2**31 - 1), m=st.integers(1, 6), k=st.integers(1, 9))
 def test_projection_solve_equals_linear_solve(seed, m, k):
     rng = np.random.default_rng(seed)
@@ -270,7 +270,7 @@ def test_projection_solve_singular_raises():
         jax.block_until_ready(projection_solve(G, jnp.ones((2, 1))))
 
 
-@settings(max_examples=6)
+@settings(max_examples=examples(6))
 @given(seed=st.integers(0, 2**31 - 1), nq=st.integers(1, 4), nj=st.integers(1, 5))
 def test_public_functions_on_explicit_maps(seed, nq, nj):
     jm = random_coupling(np.random.default_rng(seed), nq, nj)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import random_bodies, random_coupling, random_models
+from strategies import examples, random_bodies, random_coupling, random_models
 
 import jaxmb as mb
 from jaxmb import dynamics as dy
@@ -74,13 +74,13 @@ def _check_routes(model, seed):
 
 
 # each example compiles three routes for a new tree structure: keep the counts small
-@settings(max_examples=5)
+@settings(max_examples=examples(5))
 @given(random_models(max_bodies=8, max_nq=5), st.integers(0, 2**31 - 1))
 def test_three_routes_agree_random_trees_and_couplings(model, seed):
     _check_routes(model, seed)
 
 
-@settings(max_examples=3)
+@settings(max_examples=examples(3))
 @given(random_models(max_bodies=8, coupled=False), st.integers(0, 2**31 - 1))
 def test_three_routes_agree_identity_maps(model, seed):
     _check_routes(model, seed)
@@ -157,7 +157,7 @@ def test_unknown_method_raises():
 # structure
 
 
-@settings(max_examples=4)
+@settings(max_examples=examples(4))
 @given(massive_models(), st.integers(0, 2**31 - 1))
 def test_mass_matrix_symmetric_positive_definite(model, seed):
     q, _, _ = _state(model, seed)
@@ -166,7 +166,7 @@ def test_mass_matrix_symmetric_positive_definite(model, seed):
     assert np.linalg.eigvalsh(M).min() > 0.0
 
 
-@settings(max_examples=4)
+@settings(max_examples=examples(4))
 @given(random_models(max_bodies=6, max_nq=4), st.integers(0, 2**31 - 1))
 def test_mdot_minus_2c_skew_symmetric(model, seed):
     q, qd, _ = _state(model, seed)
@@ -195,7 +195,7 @@ def _round_trip(model, q, qd, tau, qdd2):
     )
 
 
-@settings(max_examples=4)
+@settings(max_examples=examples(4))
 @given(massive_models(), st.integers(0, 2**31 - 1))
 def test_forward_inverse_round_trip(model, seed):
     q, qd, tau = _state(model, seed)
@@ -217,7 +217,7 @@ def _energy_terms(model, q, qd):
     )
 
 
-@settings(max_examples=4)
+@settings(max_examples=examples(4))
 @given(random_models(max_bodies=6, max_nq=4), st.integers(0, 2**31 - 1))
 def test_energies(model, seed):
     q, qd, _ = _state(model, seed)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import random_models
+from strategies import examples, random_models
 
 import jaxmb as mb
 from jaxmb import dynamics as dy
@@ -43,7 +43,7 @@ def _draw(model, seed):
 
 
 # every example compiles for a new tree structure: few examples, one compiled call each
-FEW = settings(max_examples=5)
+FEW = settings(max_examples=examples(5))
 
 
 @eqx.filter_jit

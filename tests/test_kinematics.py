@@ -16,7 +16,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.spatial.transform import Rotation
-from strategies import random_models
+from strategies import examples, random_models
 
 import jaxmb as mb
 from jaxmb import kinematics as kin
@@ -54,7 +54,7 @@ def _B(model):
 
 
 @given(model=trees, seed=seeds)
-@settings(max_examples=10)
+@settings(max_examples=examples(10))
 def test_body_transforms_are_rigid(model, seed):
     q, _ = _state(seed, model.nq, 2.0)
     A = np.asarray(jax.jit(lambda q: mb.body_transforms(model, q))(q))
@@ -65,7 +65,7 @@ def test_body_transforms_are_rigid(model, seed):
 
 
 @given(model=trees, seed=seeds)
-@settings(max_examples=6)
+@settings(max_examples=examples(6))
 def test_poses_from_the_definition(model, seed):
     """Eqs. 38–40 rebuilt in numpy/scipy: translate d along V_d, rotate θ about V_θ, compose."""
     q, _ = _state(seed, model.nq)
@@ -89,7 +89,7 @@ def test_poses_from_the_definition(model, seed):
 
 
 @given(model=trees, seed=seeds)
-@settings(max_examples=10)
+@settings(max_examples=examples(10))
 def test_closed_form_derivatives_match_autodiff(model, seed):
     """dA, ddA (tensor form) and D_i, D'_i (Definition 1) equal jacfwd / hessian of B_i(q)."""
     q, _ = _state(seed, model.nq)
@@ -120,7 +120,7 @@ def test_closed_form_derivatives_match_autodiff(model, seed):
 
 
 @given(model=random_models(max_bodies=8, max_nq=4), seed=seeds)
-@settings(max_examples=6)
+@settings(max_examples=examples(6))
 def test_recursive_kronecker_formulas_match_closed_form(model, seed):
     """The literal Eqs. 77 / 89 (Kronecker and commutation matrices) equal the closed form."""
     q, _ = _state(seed, model.nq)
@@ -183,7 +183,7 @@ def _derivs(fn, t0):
 
 
 @given(model=trees, data=st.data(), seed=seeds)
-@settings(max_examples=10)
+@settings(max_examples=examples(10))
 def test_point_velocity_and_acceleration_match_time_derivatives(model, data, seed):
     """Eqs. 44 and 57 equal d/dt and d²/dt² of the point position (Eq. 41) along q(t)."""
     body = data.draw(st.integers(-1, model.nb - 1), label="body")
@@ -209,7 +209,7 @@ def test_point_velocity_and_acceleration_match_time_derivatives(model, data, see
 
 
 @given(model=trees, seed=seeds)
-@settings(max_examples=8)
+@settings(max_examples=examples(8))
 def test_body_angular_velocity_and_acceleration(model, seed):
     """ω̃ = Ṙ Rᵀ and dω̃/dt = R̈ Rᵀ + Ṙ Ṙᵀ with Ṙ, R̈ by nested jvp; body axes ω_b = Rᵀ ω."""
     rng = np.random.default_rng(seed)

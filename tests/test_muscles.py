@@ -11,7 +11,7 @@ import pytest
 import scipy.interpolate
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import random_bodies, random_coupling, random_models
+from strategies import examples, random_bodies, random_coupling, random_models
 
 import jaxmb as mb
 from jaxmb import muscles as mu
@@ -60,7 +60,7 @@ def models_with_paths(draw, conditional=True, moving=True):
     return mu.with_muscles(model, muscles), q
 
 
-@settings(max_examples=6)
+@settings(max_examples=examples(6))
 @given(models_with_paths())
 def test_moment_arms_equal_minus_dL_dq(mq):
     model, q = mq
@@ -72,7 +72,7 @@ def test_moment_arms_equal_minus_dL_dq(mq):
     assert _rel_err(R_sparse, R) < 1e-13
 
 
-@settings(max_examples=5)
+@settings(max_examples=examples(5))
 @given(models_with_paths())
 def test_lengthening_velocity_is_dL_dt(mq):
     model, q = mq
@@ -173,7 +173,7 @@ def _wrap_case(seed, kind, quadrant="all"):
 
 @pytest.mark.parametrize("kind", ["cylinder", "sphere", "ellipsoid"])
 @pytest.mark.parametrize("quadrant", ["all", "x", "-y"])
-@settings(max_examples=2)
+@settings(max_examples=examples(2))
 @given(seed=st.integers(0, 2**31 - 1))
 def test_wrapped_moment_arms_equal_minus_dL_dq(kind, quadrant, seed):
     model, q, straight = _wrap_case(seed, kind, quadrant)
