@@ -99,7 +99,9 @@ def _errors(key, model, r, L, R):
     return out
 
 
-@pytest.mark.parametrize("key", list(LIGHT))
+@pytest.mark.parametrize(
+    "key", [pytest.param(k, marks=[pytest.mark.slow] if k == "leg6dof9musc" else []) for k in LIGHT]
+)
 def test_light_subset_matches_opensim(key):
     """Lengths to 1e-10 m and moment arms to 1e-7 m (targets 1e-8, 1e-6) at every reference pose,
     for a few wrap-free muscles (one compile)."""
@@ -142,7 +144,13 @@ def test_wrapped_lengths_and_moment_arms_match_opensim(evaluated):
         assert er <= 1.01 * rt, f"{key}/{name}: wrapped moment-arm error {er:.2e} m (held {rt:.1e})"
 
 
-@pytest.mark.parametrize("key", ["arm26", "leg6dof9musc", "gait2354_simbody", "mobl_arms"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        pytest.param(k, marks=[pytest.mark.slow] if k == "mobl_arms" else [])  # 23 moving points
+        for k in ("arm26", "leg6dof9musc", "gait2354_simbody", "mobl_arms")
+    ],
+)
 def test_path_points_land_on_the_right_body(key):
     """Every built point, all kinds, in ground vs OpenSim's ``getLocationInGround`` (1e-12 m),
     including MoBL-ARMS' points on bodies the import merges into massless-joint chains."""
