@@ -36,6 +36,7 @@ from .coupling import (  # noqa: E402
     premodel,
 )
 from .dynamics import (  # noqa: E402
+    PremodelDynamics,
     applied_forces,
     bias_forces,
     forward_dynamics,
@@ -44,11 +45,12 @@ from .dynamics import (  # noqa: E402
     kinetic_energy,
     mass_matrix,
     potential_energy,
+    premodel_dynamics,
 )
 from .muscles import moment_arms, muscle_lengths, muscle_velocities, with_muscles  # noqa: E402
 from .newton_euler import joint_loads  # noqa: E402
 from .sharing import share_forces  # noqa: E402
-from .simulate import SimulationError, Trajectory, simulate, simulate_batch  # noqa: E402
+from .simulate import ERKResult, SimulationError, Trajectory, erk_solve, simulate, simulate_batch  # noqa: E402
 
 # Submodules that are loaded on first use (their names are not shadowed by functions).
 _SUBMODULES = {
