@@ -19,7 +19,16 @@ from .motion import (
     write_storage,
     write_trc,
 )
-from .osim import OsimImport, OsimImportError, load_osim, osim_muscle_specs, read_osim
+from .osim import (
+    OsimImport,
+    OsimImportError,
+    OsimMovingPathPoint,
+    load_osim,
+    model_with_muscles,
+    osim_muscle_specs,
+    osim_muscles,
+    read_osim,
+)
 
 __all__ = [
     "functions",
@@ -32,6 +41,9 @@ __all__ = [
     "load_osim",
     "read_osim",
     "osim_muscle_specs",
+    "osim_muscles",
+    "model_with_muscles",
+    "OsimMovingPathPoint",
     "OsimImport",
     "OsimImportError",
     "MotionFileError",
