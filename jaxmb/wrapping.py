@@ -66,9 +66,27 @@ def _unit(v):
     return v / jnp.where(n > 0, n, 1.0)[..., None]
 
 
+@jax.custom_jvp
 def _acos(x):
     # OpenSim lets acos see rounding-level |x| > 1 (NaN); clipping keeps the path finite
     return jnp.arccos(jnp.clip(x, -1.0, 1.0))
+
+
+@_acos.defjvp
+def _acos_jvp(primals, tangents):
+    # arccos' is infinite at |x| = 1; a zero there (instead of inf, or 0·inf = NaN through the
+    # clip and through jnp.where branches not taken) keeps moment arms finite
+    (x,), (dx,) = primals, tangents
+    inner = 1.0 - x * x
+    ok = inner > 0
+    slope = jnp.where(ok, -1.0 / jnp.sqrt(jnp.where(ok, inner, 1.0)), 0.0)
+    return _acos(x), slope * dx
+
+
+def _sqrt0(v):
+    """sqrt(max(v, 0)) with a zero (not infinite) derivative at and below 0."""
+    ok = v > 0
+    return jnp.where(ok, jnp.sqrt(jnp.where(ok, v, 1.0)), 0.0)
 
 
 def _dsign(x):
@@ -123,7 +141,7 @@ def _tangent_candidates(p, r):
     sin_t = r / jnp.where(dist_p > 0, dist_p, 1.0)
     d = r * sin_t
     pp = pa + d * vv
-    h = jnp.sqrt(jnp.maximum(r * r - d * d, 0.0))
+    h = _sqrt0(r * r - d * d)
     uu = jnp.cross(_DN, vv)
     return pp + h * uu, pp - h * uu, pa, dist_p
 
@@ -137,7 +155,7 @@ def _spiral(r1, r2, radius, long_wrap):
     vv = (r2 - r2a) / radius
     theta = _acos(jnp.dot(uu, vv) / (_norm(uu) * _norm(vv)))
     theta = jnp.where(long_wrap, 2.0 * jnp.pi - theta, theta)
-    length = jnp.sqrt((radius * theta) ** 2 + jnp.dot(axial, axial))
+    length = _sqrt0((radius * theta) ** 2 + jnp.dot(axial, axial))
     ax = _unit(jnp.cross(uu, vv))
     return r1a, axial, uu, ax, theta, length
 
@@ -281,7 +299,7 @@ def sphere_wrap_line(p1, p2, radius, quadrant):
     b = -2.0 * jnp.dot(mp, ri)
     c = jnp.dot(mp, mp) - r * r
     disc = b * b - 4.0 * a * c
-    sq = jnp.sqrt(jnp.maximum(disc, 0.0))
+    sq = _sqrt0(disc)
     l1 = (-b + sq) / (2.0 * a)
     l2 = (-b - sq) / (2.0 * a)
     hits = (disc >= 0.0) & (0.0 < l1) & (l1 < 1.0) & (0.0 < l2) & (l2 < 1.0) & (l1 >= l2)
@@ -387,8 +405,8 @@ def torus_wrap_line(p1, p2, inner_radius, outer_radius, quadrant=None, single=Tr
     a2 = _circle_pass(p2, p1, outer_radius)
 
     def dist(a):
-        rho = jnp.sqrt(a[0] ** 2 + a[1] ** 2)
-        return jnp.sqrt(jnp.maximum(jnp.dot(a, a) + outer_radius**2 - 2 * outer_radius * rho, 0))
+        rho = _norm(a[:2])
+        return _sqrt0(jnp.dot(a, a) + outer_radius**2 - 2 * outer_radius * rho)
 
     d1, d2 = dist(a1), dist(a2)
     pick2 = ~(d1 < d2)
