@@ -94,6 +94,7 @@ def test_elastic_tendon_static_equilibrium():
     assert abs(v - 10.0 * float(hill.force_velocity_inverse(1.0))) < 1e-8
 
 
+@pytest.mark.slow  # compiles arm26's wrapped paths twice over (about 2 min CPU)
 def test_coupled_rhs_matches_forward_dynamics():
     model = arm26()
     p = model.muscles.params
