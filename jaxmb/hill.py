@@ -4,8 +4,11 @@ De Groote F, Kinney AL, Rao AV, Fregly BJ (2016) "Evaluation of direct collocati
 problem formulations for solving the muscle redundancy problem", Ann Biomed Eng 44:2922–2936,
 Supplementary material: normalized tendon force–length ``f_T``, active and passive fibre
 force–length ``f_act``, ``f_pas``, force–velocity ``f_v`` (with its closed-form inverse) and the
-smooth activation dynamics. Normalizations: fibre length l̃_M = l_M / l_opt, tendon length
-l̃_T = l_T / l_s, fibre velocity ṽ = v_M / (v_max l_opt) (ṽ < 0 shortening, ṽ ∈ [−1, 1]).
+smooth activation dynamics, with the constants of OpenSim 4.6's ``DeGrooteFregly2016Muscle``
+(exact landmarks f_act(1) = 1, f_v(0) = 1, f_v(−1) = 0, f_T(1) = 0; passive force zero at
+l̃_M = 0.2 and never negative; checked against OpenSim in ``tests/test_hill.py``).
+Normalizations: fibre length l̃_M = l_M / l_opt, tendon length l̃_T = l_T / l_s, fibre velocity
+ṽ = v_M / (v_max l_opt) (ṽ < 0 shortening, ṽ ∈ [−1, 1]).
 
 Pennation keeps the fibre's height constant: ``l_M sin α = l_opt sin α_opt`` (h). Per muscle
 parameters come from :class:`jaxmb.muscles.MuscleParameters` (all traced, so everything here is
@@ -32,6 +35,7 @@ from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 from .model import Model
@@ -55,22 +59,33 @@ __all__ = [
     "musculoskeletal_rhs",
 ]
 
-# De Groote et al. (2016), supplementary material
-_C1, _C2, _C3, _KT = 0.200, 0.995, 0.250, 35.0
+# De Groote et al. (2016) curves with the constants of OpenSim 4.6's DeGrooteFregly2016Muscle
+# (opensim-core OpenSim/Actuators/DeGrooteFregly2016Muscle.h), which repair the supplement's rounded
+# values: b11… from the authors' code with b11 set so that f_act(1) = 1; d1, d4 solved so that
+# f_v(−1) = 0 and f_v(0) = 1; tendon c2 = 1, c3 = 0.2 so that f_T(1) = 0, with k_T from the strain
+# at F_max (4.9 %); the passive curve shifted to be zero at l̃_M = 0.2 instead of negative below
+# l̃_M = 1 (the supplement's version gives −1.8 % of F_max at l̃_M = 0.5).
+_C1, _C2, _C3 = 0.200, 1.0, 0.200
+_TENDON_STRAIN_AT_FMAX = 0.049
+_KT = float(np.log((1.0 + _C3) / _C1) / (1.0 + _TENDON_STRAIN_AT_FMAX - _C2))
 _B = jnp.array(
     [
-        [0.815, 1.055, 0.162, 0.063],
-        [0.433, 0.717, -0.030, 0.200],
-        [0.100, 1.000, 0.354, 0.000],
+        [0.8150671134243542, 1.055033428970575, 0.162384573599574, 0.063303448465465],
+        [0.433004984392647, 0.716775413397760, -0.029947116970696, 0.200356847296188],
+        [0.1, 1.0, 0.353553390593274, 0.0],
     ]
 )
-_KPE, _E0 = 4.0, 0.6
-_D1, _D2, _D3, _D4 = -0.318, -8.149, -0.374, 0.886
+_KPE, _E0, _LM_MIN = 4.0, 0.6, 0.2
+_PASSIVE_OFFSET = float(np.exp(_KPE * (_LM_MIN - 1.0) / _E0))
+_D1, _D2, _D3, _D4 = -0.3211346127989808, -8.149, -0.374, 0.8825327733249912
 _TAU_A, _TAU_D, _B_ACT = 0.015, 0.060, 0.1
 
 
 def tendon_force_length(lt_norm):
-    """``f_T(l̃_T) = c1 exp(k_T (l̃_T − c2)) − c3`` (dimensionless, × F_max)."""
+    """``f_T(l̃_T) = c1 exp(k_T (l̃_T − c2)) − c3`` (dimensionless, × F_max).
+
+    0 at l̃_T = 1 (slack) and 1 at l̃_T = 1.049.
+    """
     return _C1 * jnp.exp(_KT * (lt_norm - _C2)) - _C3
 
 
@@ -80,19 +95,25 @@ def tendon_length_from_force(ft):
 
 
 def active_force_length(lm_norm):
-    """``f_act(l̃_M)``: sum of three Gaussian-like terms, ≈ 1 at l̃_M = 1."""
+    """``f_act(l̃_M)``: sum of three Gaussian-like terms, 1 at l̃_M = 1."""
     b1, b2, b3, b4 = _B[:, 0], _B[:, 1], _B[:, 2], _B[:, 3]
     x = jnp.asarray(lm_norm)[..., None]
     return jnp.sum(b1 * jnp.exp(-0.5 * (x - b2) ** 2 / (b3 + b4 * x) ** 2), axis=-1)
 
 
 def passive_force_length(lm_norm):
-    """``f_pas(l̃_M) = (exp(k_PE (l̃_M − 1)/e0) − 1) / (exp(k_PE) − 1)``."""
-    return (jnp.exp(_KPE * (lm_norm - 1.0) / _E0) - 1.0) / (jnp.exp(_KPE) - 1.0)
+    """``f_pas(l̃_M) = (exp(k_PE (l̃_M − 1)/e0) − o) / (exp(k_PE) − o)``, o = exp(k_PE (0.2 − 1)/e0).
+
+    Zero at l̃_M = 0.2 and 1 at l̃_M = 1 + e0 (e0 = 0.6, k_PE = 4), as OpenSim's
+    DeGrooteFregly2016Muscle; 0.018 at l̃_M = 1.
+    """
+    return (jnp.exp(_KPE * (lm_norm - 1.0) / _E0) - _PASSIVE_OFFSET) / (
+        jnp.exp(_KPE) - _PASSIVE_OFFSET
+    )
 
 
 def force_velocity(v_norm):
-    """``f_v(ṽ) = d1 log(d2 ṽ + d3 + sqrt((d2 ṽ + d3)² + 1)) + d4``; ≈ 1 at ṽ = 0, ≈ 0 at −1."""
+    """``f_v(ṽ) = d1 log(d2 ṽ + d3 + sqrt((d2 ṽ + d3)² + 1)) + d4``; 1 at ṽ = 0, 0 at ṽ = −1."""
     x = _D2 * v_norm + _D3
     return _D1 * jnp.log(x + jnp.sqrt(x * x + 1.0)) + _D4
 

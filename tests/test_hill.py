@@ -1,5 +1,8 @@
 """Hill-type model (De Groote et al. 2016 curves) and its coupling to the multibody ODE."""
 
+import json
+import pathlib
+
 import diffrax
 import equinox as eqx
 import jax
@@ -15,21 +18,44 @@ from jaxmb.dynamics import forward_dynamics
 from jaxmb.model import Body, build_model
 from jaxmb.models.arm26 import arm26
 
+REF = json.loads(
+    (pathlib.Path(__file__).parent / "data" / "degroote_opensim_reference.json").read_text()
+)
+
+
+@pytest.mark.parametrize(
+    "fn, x, y",
+    [
+        (hill.active_force_length, "lm_norm", "active"),
+        (hill.passive_force_length, "lm_norm", "passive"),
+        (hill.force_velocity, "v_norm", "force_velocity"),
+        (hill.force_velocity_inverse, "fv", "force_velocity_inverse"),
+        (hill.tendon_force_length, "lt_norm", "tendon"),
+        (hill.tendon_length_from_force, "ft", "tendon_inverse"),
+    ],
+)
+def test_curves_equal_opensim(fn, x, y):
+    """Peer referee: OpenSim 4.6's DeGrooteFregly2016Muscle on grids
+    (tests/data/make_degroote_reference.py); same formulas and constants, so equal to rounding."""
+    got = np.asarray(fn(jnp.asarray(REF[x])))
+    ref = np.asarray(REF[y])
+    assert np.max(np.abs(got - ref) / np.maximum(np.abs(ref), 1.0)) < 1e-13
+
 
 def test_curve_landmarks():
-    # values of the published curves at their landmarks
-    assert abs(float(hill.force_velocity(0.0)) - 1.0) < 3e-3
-    assert abs(float(hill.force_velocity(-1.0))) < 1.5e-2  # 0.0121 in the published fit
+    # the landmarks OpenSim's constants were chosen for (the supplement's rounded ones miss them)
+    assert abs(float(hill.force_velocity(0.0)) - 1.0) < 1e-15
+    assert abs(float(hill.force_velocity(-1.0))) < 1e-15
     assert float(hill.force_velocity(1.0)) > 1.4  # eccentric plateau ≈ 1.5-1.8
-    assert float(hill.passive_force_length(1.0)) == 0.0
+    assert abs(float(hill.active_force_length(1.0)) - 1.0) < 1e-15
+    assert float(hill.passive_force_length(0.2)) == 0.0  # zero at the shortest fibre, never < 0
+    assert bool(jnp.all(hill.passive_force_length(jnp.linspace(0.2, 1.8, 161)) >= 0.0))
     assert abs(float(hill.passive_force_length(1.6)) - 1.0) < 1e-12  # e0 = 0.6: F_max at 60 %
-    assert abs(float(hill.active_force_length(1.0)) - 1.0) < 2e-2
     x = jnp.linspace(0.4, 1.6, 1201)
     assert abs(float(x[jnp.argmax(hill.active_force_length(x))]) - 1.0) < 0.05
-    # tendon: about zero at slack length, F_max near 4-5 % strain
-    assert abs(float(hill.tendon_force_length(1.0))) < 2e-2
-    strain = float(hill.tendon_length_from_force(1.0)) - 1.0
-    assert 0.03 < strain < 0.06
+    # tendon: zero at slack length, F_max at 4.9 % strain
+    assert abs(float(hill.tendon_force_length(1.0))) < 1e-15
+    assert abs(float(hill.tendon_length_from_force(1.0)) - 1.049) < 1e-12
 
 
 def test_inverses_round_trip():
@@ -182,7 +208,8 @@ def test_elastic_fiber_velocity_gradient_far_from_equilibrium():
     """The cause of the old reverse-mode zero: the hard f_v clip made ∂v/∂(everything) = 0 for
     saturated muscles. Now every ∂v_k/∂(l_opt,k, l_s,k) is nonzero, reverse = forward mode, and both
     equal central differences: to 1e-5 relative where FD resolves them (measured ≤ 4.9e-6), to 10 %
-    for the 1e-9…1e-12 slopes of the two most saturated muscles (|v| ≈ 10 l_opt/s: round-off)."""
+    to 1 % for the ≈ 1e-9 slopes of the two most saturated muscles (|v| ≈ 10 l_opt/s), whose
+    differences need a 30× longer step to rise above round-off."""
     p = _arm26_params()
 
     @jax.jit
@@ -206,7 +233,10 @@ def test_elastic_fiber_velocity_gradient_far_from_equilibrium():
     resolved = np.abs(diag) > 1e-6 * np.max(np.abs(diag))
     assert resolved.sum() >= 9
     assert float(np.max(err[resolved])) < 1e-5
-    assert float(np.max(err[~resolved])) < 0.1
+    # the two saturated slopes (≈ 1e-9 of the largest) need a longer step to rise above round-off
+    fd_long = np.concatenate([np.diag(m) for m in np.split(central_fd(v, x, 3e-3), 2, axis=1)])
+    err_long = np.abs(diag - fd_long) / np.abs(diag)
+    assert float(np.max(err_long[~resolved])) < 1e-2  # measured 4.1e-3, 3.0e-3
 
 
 def test_elastic_tendon_equilibrium_against_brentq_and_its_derivatives():
