@@ -320,6 +320,7 @@ def _kernel_case(seed):
     return mu.with_muscles(model, muscles), q
 
 
+@pytest.mark.slow  # the unrolled referee compiles each multi-wrap muscle on its own (minutes)
 def test_kernel_equals_the_per_muscle_unrolled_path():
     """The vectorized kernel (muscles padded and vmapped, wrap slots scanned, wrap types switched,
     traced quadrants) against the per-muscle evaluation unrolled over static wrap objects, at the
