@@ -26,6 +26,14 @@ parent/child relations and include the ground (body ``-1`` here, "0" in the seed
   p1, p2 and the centre, its length by 64-point Gauss–Legendre quadrature. The discrete choices are
   ``jnp.where`` selections, so lengths are differentiable wherever OpenSim's path is smooth.
 
+Evaluation is vectorized so that the compiled program does not grow with the number of muscles:
+the points of each muscle are evaluated (cheap, per muscle), then the muscles are split into at most
+three groups (no wrap; one wrap object, OpenSim's single-object case; several) and each group is
+padded to common point and wrap-slot counts and runs ONE kernel (:func:`_path_kernel`) under
+``jax.vmap``: the wrap slots are a ``lax.scan`` (padded slots are no-ops), the wrap type a
+``lax.switch`` over the types present (``_WRAP_TYPES``; under ``vmap`` every branch is evaluated),
+the quadrant a traced ``(axis, sign)`` (sign 0 = "all"). The GMLAV gradient is vmapped the same way.
+
 Moment arms (the seed's closed form). Every straight segment between consecutive active points on
 *different* bodies pulls its first point along the unit vector e and its last point along −e. The
 sum of these per body, in body axes, is the GMLAV ``E_ki`` and its moment ``Ê_ki`` (Definitions
