@@ -26,6 +26,14 @@ parent/child relations and include the ground (body ``-1`` here, "0" in the seed
   p1, p2 and the centre, its length by 64-point Gauss–Legendre quadrature. The discrete choices are
   ``jnp.where`` selections, so lengths are differentiable wherever OpenSim's path is smooth.
 
+Evaluation is vectorized so that the compiled program does not grow with the number of muscles:
+the points of each muscle are evaluated (cheap, per muscle), then the muscles are split into at most
+three groups (no wrap; one wrap object, OpenSim's single-object case; several) and each group is
+padded to common point and wrap-slot counts and runs ONE kernel (:func:`_path_kernel`) under
+``jax.vmap``: the wrap slots are a ``lax.scan`` (padded slots are no-ops), the wrap type a
+``lax.switch`` over the types present (``_WRAP_TYPES``; under ``vmap`` every branch is evaluated),
+the quadrant a traced ``(axis, sign)`` (sign 0 = "all"). The GMLAV gradient is vmapped the same way.
+
 Moment arms (the seed's closed form). Every straight segment between consecutive active points on
 *different* bodies pulls its first point along the unit vector e and its last point along −e. The
 sum of these per body, in body axes, is the GMLAV ``E_ki`` and its moment ``Ê_ki`` (Definitions
@@ -681,15 +689,35 @@ def _current_length(path, owner):
     return jnp.sum(jnp.where(valid, seg, 0.0))
 
 
-def _apply_wrap(path, w, pw, frame, active, owner, n, single):
+def _apply_wrap_unrolled(path, w, pw, frame, active, owner, n, single):
     """One PathWrap's turn in GeometryPath::applyWrapObjects: remove its tangent points, wrap every
     segment of its range, keep the first mandatory wrap or else the wrap that lengthens its segment
-    least, insert the tangent points. Returns (path, result code of the last segment tried)."""
+    least, insert the tangent points. Returns (path, result code of the last segment tried).
+
+    The per-muscle, per-object form (static wrap object), kept as the referee of the vectorized
+    kernel :func:`_path_kernel` in the tests."""
     Rg, pg = frame
+    start, end = pw.start, (n - 1 if pw.end == -1 else pw.end)
+    return _apply_wrap_segments(
+        path,
+        w,
+        lambda a, b: pw.wrap.wrap_line(a, b, single),
+        Rg,
+        pg,
+        start,
+        end,
+        active,
+        owner,
+        n,
+    )
+
+
+def _apply_wrap_segments(path, w, wrap_line, Rg, pg, start, end, active, owner, n):
+    """GeometryPath::applyWrapObjects for wrap slot ``w`` (may be traced) with ``wrap_line(p1, p2)``
+    in the wrap frame (Rg (3, 3), pg (3,) in ground) over the points ``start`` … ``end``."""
     key = path.key.at[n + 2 * w].set(jnp.inf).at[n + 2 * w + 1].set(jnp.inf)
     path = _Path(key, path.pos, path.wlen)
     m = key.shape[0]
-    start, end = pw.start, (n - 1 if pw.end == -1 else pw.end)
     idx = jnp.arange(n)
     in_rng = active & (idx >= start) & (idx <= end)
     has = jnp.any(in_rng)
@@ -705,7 +733,7 @@ def _apply_wrap(path, w, pw, frame, active, owner, n, single):
     to_w = jax.vmap(lambda x: Rg.T @ (x - pg))
     aw = jnp.where(cand[:, None], to_w(a), jnp.asarray(_SAFE_P1))
     bw = jnp.where(cand[:, None], to_w(b), jnp.asarray(_SAFE_P2))
-    code, r1, r2, wl = jax.vmap(lambda x, y: pw.wrap.wrap_line(x, y, single))(aw, bw)
+    code, r1, r2, wl = jax.vmap(wrap_line)(aw, bw)
     T1 = r1 @ Rg.T + pg
     T2 = r2 @ Rg.T + pg
     mand = cand & (code == wr.MANDATORY_WRAP)
@@ -726,15 +754,8 @@ def _apply_wrap(path, w, pw, frame, active, owner, n, single):
     return _Path(key, pos, wlen), result
 
 
-def _wrapped_path(mus: Muscle, X, active, frames):
-    """OpenSim's GeometryPath::applyWrapObjects for one muscle at one pose.
-
-    X: (N, 3) ground positions of the path points; active: (N,) bool; frames: per PathWrap the
-    wrap frame's ground pose (R (3, 3), p (3,)). With two or more wrap objects the wraps are
-    re-applied up to 8 times until the length changes by less than 0.5 mm, and the first two are
-    swapped once when the first misses and the second has a point inside. Returns (length, path).
-    """
-    n, nw = X.shape[0], len(mus.wraps)
+def _initial_path(X, active, nw):
+    n = X.shape[0]
     owner = np.concatenate([-np.ones(n, int), np.repeat(np.arange(nw), 2)])
     key = jnp.concatenate(
         [
@@ -743,31 +764,19 @@ def _wrapped_path(mus: Muscle, X, active, frames):
         ]
     )
     pos = jnp.concatenate([X, jnp.zeros((2 * nw, 3), X.dtype)])
-    path = _Path(key, pos, jnp.zeros(nw, X.dtype))
-    if nw == 0:
-        return _current_length(path, owner), path
-    single = nw == 1
+    return _Path(key, pos, jnp.zeros(nw, X.dtype)), owner
 
-    def apply(path, w):
-        return _apply_wrap(path, w, mus.wraps[w], frames[w], active, owner, n, single)
 
-    if single:
-        path, _ = apply(path, 0)
-        return _current_length(path, owner), path
+def _iterate_wraps(path, apply, nw, owner, length_fn):
+    """OpenSim's multi-object loop: up to 8 passes over the wraps until the length changes by
+    < 0.5 mm; the first two wraps are swapped once when the first misses and the second has a
+    point inside. ``apply(path, i, swapped)`` applies the wrap in position i of a pass."""
+    n = path.key.shape[0] - 2 * nw
 
     def one_pass(state, kk):
         path, last, done, swapped = state
-        new, results = path, []
-        for i in range(nw):
-            if i < 2:
-                pa, ra = apply(new, i)
-                pb, rb = apply(new, 1 - i)
-                new = jax.tree_util.tree_map(lambda x, y: jnp.where(swapped, y, x), pa, pb)
-                results.append(jnp.where(swapped, rb, ra))
-            else:
-                new, r = apply(new, i)
-                results.append(r)
-        length = _current_length(new, owner)
+        new, results = apply(path, swapped)
+        length = length_fn(new, owner)
         conv = jnp.abs(length - last) < 0.0005
         swap = (kk == 0) & ~conv & (results[0] == wr.NO_WRAP) & (results[1] == wr.INSIDE_RADIUS)
         k_sw = new.key.at[n].set(jnp.inf).at[n + 1].set(jnp.inf)
@@ -781,9 +790,203 @@ def _wrapped_path(mus: Muscle, X, active, frames):
         )
         return state, None
 
-    init = (path, jnp.asarray(jnp.inf, X.dtype), jnp.asarray(False), jnp.asarray(False))
+    dtype = path.pos.dtype
+    init = (path, jnp.asarray(jnp.inf, dtype), jnp.asarray(False), jnp.asarray(False))
     (path, _, _, _), _ = jax.lax.scan(one_pass, init, jnp.arange(8))
+    return path
+
+
+def _wrapped_path_unrolled(mus: Muscle, X, active, frames):
+    """OpenSim's GeometryPath::applyWrapObjects for one muscle, unrolled over its wrap objects (the
+    straightforward per-muscle form; the referee of :func:`_path_kernel` in the tests).
+
+    Same arguments and result as :func:`_wrapped_path`."""
+    n, nw = X.shape[0], len(mus.wraps)
+    path, owner = _initial_path(X, active, nw)
+    if nw == 0:
+        return _current_length(path, owner), path
+    single = nw == 1
+
+    def apply(path, w):
+        return _apply_wrap_unrolled(path, w, mus.wraps[w], frames[w], active, owner, n, single)
+
+    if single:
+        path, _ = apply(path, 0)
+        return _current_length(path, owner), path
+
+    def one_pass(path, swapped):
+        new, results = path, []
+        for i in range(nw):
+            if i < 2:
+                pa, ra = apply(new, i)
+                pb, rb = apply(new, 1 - i)
+                new = jax.tree_util.tree_map(lambda x, y: jnp.where(swapped, y, x), pa, pb)
+                results.append(jnp.where(swapped, rb, ra))
+            else:
+                new, r = apply(new, i)
+                results.append(r)
+        return new, results
+
+    path = _iterate_wraps(path, one_pass, nw, owner, _current_length)
     return _current_length(path, owner), path
+
+
+# ----------------------------------------------------------------------------- vectorized kernel
+# Every wrap-object type's line function with one signature, ``(p1, p2, size (3,), axis, sign,
+# single) -> (code, r1, r2, wrap_length)`` (wrap frame, m; axis/sign the quadrant, sign 0 = "all",
+# both traced; single static). The kernel picks the type with lax.switch over the types present.
+def _cylinder_line(p1, p2, size, axis, sign, single):
+    return wr.cylinder_wrap_line(p1, p2, size[0], size[1], (axis, sign), single)
+
+
+def _sphere_line(p1, p2, size, axis, sign, single):
+    return wr.sphere_wrap_line(p1, p2, size[0], (axis, sign))
+
+
+def _ellipsoid_line(p1, p2, size, axis, sign, single):
+    # jaxmb's planar-section ellipsoid (WrapEllipsoid.wrap_line); _wrap_ellipsoid takes a static
+    # quadrant, so "all" and the constrained side are both computed and one is selected
+    every = sign == 0.0
+    res_all = _wrap_ellipsoid(p1, p2, size, None, with_outside=True)
+    res_q = _wrap_ellipsoid(p1, p2, size, (axis, jnp.where(every, 1.0, sign)), with_outside=True)
+    pick = zip(res_all, res_q, strict=True)
+    on, r1, r2, curve, outside = (jnp.where(every, x, y) for x, y in pick)
+    code = jnp.where(outside, jnp.where(on, wr.MANDATORY_WRAP, wr.NO_WRAP), wr.INSIDE_RADIUS)
+    return code, r1, r2, curve
+
+
+def _torus_line(p1, p2, size, axis, sign, single):
+    return wr.torus_wrap_line(p1, p2, size[0], size[1], (axis, sign), single)
+
+
+# (wrap-object class, its size parameters (3,), line function); a new type is one more row
+_WRAP_TYPES = (
+    (WrapCylinder, lambda w: (w.radius, w.length, 1.0), _cylinder_line),
+    (WrapSphere, lambda w: (w.radius, 1.0, 1.0), _sphere_line),
+    (WrapEllipsoid, lambda w: w.dimensions, _ellipsoid_line),
+    (WrapTorus, lambda w: (w.inner_radius, w.outer_radius, 1.0), _torus_line),
+)
+
+
+def _wrap_type(wo) -> int:
+    for t, (cls, _, _) in enumerate(_WRAP_TYPES):
+        if type(wo) is cls:
+            return t
+    for t, (cls, _, _) in enumerate(_WRAP_TYPES):
+        if isinstance(wo, cls):
+            return t
+    raise ModelError(f"wrap object {wo.name!r}: unsupported type {type(wo).__name__}")
+
+
+class _WrapSlots(eqx.Module):
+    """The wrap objects of one muscle as padded arrays (W slots).
+
+    R (W, 3, 3), p (W, 3): wrap frames in ground; size (W, 3); kind (W,) index into the kernel's
+    type table; axis (W,), sign (W,): quadrant (sign 0 = "all"); start, end (W,): point range
+    (0-based, inclusive, resolved); valid (W,): slot holds a wrap object.
+    """
+
+    R: Array
+    p: Array
+    size: Array
+    kind: Array
+    axis: Array
+    sign: Array
+    start: Array
+    end: Array
+    valid: Array
+
+
+def _path_kernel(X, active, slots: _WrapSlots, types: tuple, single: bool):
+    """OpenSim's GeometryPath::applyWrapObjects for one muscle with padded wrap slots, the loop over
+    slots a ``lax.scan`` and the wrap type a ``lax.switch`` over ``types`` (line functions), so
+    that one program serves every muscle (``jax.vmap`` over muscles). Padded slots are no-ops.
+
+    X: (N, 3) ground positions (m); active: (N,). Returns (length, path) as
+    :func:`_wrapped_path`; path slots N + 2w, N + 2w + 1 are slot w's tangent points.
+    """
+    n, nw = X.shape[0], slots.R.shape[0]
+    path, owner = _initial_path(X, active, nw)
+    if nw == 0:
+        return _current_length(path, owner), path
+    branches = [
+        (lambda f: lambda a, b, size, ax, sg: f(a, b, size, ax, sg, single))(f) for f in types
+    ]
+
+    def apply(path, w):
+        def line(a, b):
+            args = (a, b, slots.size[w], slots.axis[w], slots.sign[w])
+            if len(branches) == 1:
+                return branches[0](*args)
+            return jax.lax.switch(slots.kind[w], branches, *args)
+
+        new, result = _apply_wrap_segments(
+            path, w, line, slots.R[w], slots.p[w], slots.start[w], slots.end[w], active, owner, n
+        )
+        new = jax.tree_util.tree_map(lambda x, y: jnp.where(slots.valid[w], x, y), new, path)
+        return new, result
+
+    if single:
+        path, _ = apply(path, 0)
+        return _current_length(path, owner), path
+
+    def one_pass(path, swapped):
+        def slot(p, i):
+            return apply(p, jnp.where(swapped & (i < 2), 1 - i, i))
+
+        return jax.lax.scan(slot, path, jnp.arange(nw))
+
+    path = _iterate_wraps(path, one_pass, nw, owner, _current_length)
+    return _current_length(path, owner), path
+
+
+def _wrap_slots(mus: Muscle, frames, W: int, kinds: list[int], n: int) -> _WrapSlots:
+    """Pad one muscle's wraps to W slots; ``kinds``: the table rows present, in branch order."""
+    nw = len(mus.wraps)
+    dtype = frames[0][0].dtype if nw else jnp.zeros(()).dtype
+    R = jnp.asarray([f[0] for f in frames] + [jnp.eye(3, dtype=dtype)] * (W - nw), dtype)
+    p = jnp.asarray([f[1] for f in frames] + [jnp.zeros(3, dtype)] * (W - nw), dtype)
+    size, kind, axis, sign, start, end = [], [], [], [], [], []
+    for pw in mus.wraps:
+        t = _wrap_type(pw.wrap)
+        size.append(jnp.asarray(_WRAP_TYPES[t][1](pw.wrap), dtype).reshape(3))
+        kind.append(kinds.index(t))
+        q = wr.QUADRANTS[pw.wrap.quadrant]
+        axis.append(0 if q is None else q[0])
+        sign.append(0.0 if q is None else q[1])
+        start.append(pw.start)
+        end.append(n - 1 if pw.end == -1 else pw.end)
+    pad = W - nw
+    size = jnp.stack(size + [jnp.ones(3, dtype)] * pad) if W else jnp.zeros((0, 3), dtype)
+    return _WrapSlots(
+        R.reshape(W, 3, 3),
+        p.reshape(W, 3),
+        size,
+        jnp.asarray(kind + [0] * pad, jnp.int32),
+        jnp.asarray(axis + [0] * pad, jnp.int32),
+        jnp.asarray(sign + [0.0] * pad, dtype),
+        jnp.asarray(start + [0] * pad, jnp.int32),
+        jnp.asarray(end + [-1] * pad, jnp.int32),
+        jnp.asarray([True] * nw + [False] * pad),
+    )
+
+
+def _kinds(muscles) -> list[int]:
+    return sorted({_wrap_type(pw.wrap) for mus in muscles for pw in mus.wraps})
+
+
+def _wrapped_path(mus: Muscle, X, active, frames):
+    """OpenSim's GeometryPath::applyWrapObjects for one muscle at one pose (the kernel, unpadded).
+
+    X: (N, 3) ground positions of the path points; active: (N,) bool; frames: per PathWrap the
+    wrap frame's ground pose (R (3, 3), p (3,)). With two or more wrap objects the wraps are
+    re-applied up to 8 times until the length changes by less than 0.5 mm, and the first two are
+    swapped once when the first misses and the second has a point inside. Returns (length, path).
+    """
+    kinds = _kinds([mus])
+    slots = _wrap_slots(mus, frames, len(mus.wraps), kinds, X.shape[0])
+    types = tuple(_WRAP_TYPES[t][2] for t in kinds)
+    return _path_kernel(X, active, slots, types, len(mus.wraps) == 1)
 
 
 def _poses_ext(model: Model, A):
@@ -811,16 +1014,90 @@ def _path_inputs(mus: Muscle, A_ext, q, nq):
     return local, dlocal, active, X, tuple(frames)
 
 
+class _Group(eqx.Module):
+    """The muscles of one kernel call, padded to N points and W wrap slots (leading axis: muscle).
+
+    X, local (G, N, 3) m; dlocal (G, N, 3, nq); active (G, N); slots: :class:`_WrapSlots` with a
+    leading G axis. Static: the muscles' indices, the kernel's type table, ``single``, the bodies
+    (``nb`` = ground) of the points (G, N) and wraps (G, W), the wraps' translations (G, W, 3).
+    """
+
+    X: Array
+    local: Array
+    dlocal: Array
+    active: Array
+    slots: _WrapSlots
+    wrap_translation: Array
+    index: tuple = eqx.field(static=True)
+    types: tuple = eqx.field(static=True)
+    single: bool = eqx.field(static=True)
+    body: tuple = eqx.field(static=True)
+    wrap_body: tuple = eqx.field(static=True)
+
+    def lengths_and_paths(self):
+        """Per muscle (length (G,), path), one vmapped kernel."""
+        return jax.vmap(lambda X, a, s: _path_kernel(X, a, s, self.types, self.single))(
+            self.X, self.active, self.slots
+        )
+
+
+def _groups(model: Model, A_ext, q) -> list[_Group]:
+    """The muscles split by wrap count (none; one, OpenSim's single-object case; several), each
+    group padded for one vmapped kernel; the compiled program does not grow with the muscles."""
+    ms = _muscle_set(model)
+    nb, nq = model.nb, model.nq
+    cats: dict[int, list[int]] = {}
+    for m, mus in enumerate(ms.muscles):
+        cats.setdefault(min(len(mus.wraps), 2), []).append(m)
+    out = []
+    for cat, idx in sorted(cats.items()):
+        muscles = [ms.muscles[m] for m in idx]
+        N = max(len(mus.points) for mus in muscles)
+        W = max(len(mus.wraps) for mus in muscles)
+        kinds = _kinds(muscles)
+        cols = {k: [] for k in ("X", "local", "dlocal", "active", "slots", "wt")}
+        body, wbody = [], []
+        for mus in muscles:
+            local, dlocal, active, X, frames = _path_inputs(mus, A_ext, q, nq)
+            n, pad = X.shape[0], N - X.shape[0]
+            cols["X"].append(jnp.concatenate([X, jnp.zeros((pad, 3), X.dtype)]))
+            cols["local"].append(jnp.concatenate([local, jnp.zeros((pad, 3), X.dtype)]))
+            cols["dlocal"].append(jnp.concatenate([dlocal, jnp.zeros((pad, 3, nq), X.dtype)]))
+            cols["active"].append(jnp.concatenate([active, jnp.zeros(pad, bool)]))
+            cols["slots"].append(_wrap_slots(mus, frames, W, kinds, n))
+            wt = [pw.wrap.translation for pw in mus.wraps]
+            cols["wt"].append(jnp.asarray(wt + [jnp.zeros(3, X.dtype)] * (W - len(wt)), X.dtype))
+            body.append(tuple(nb if p.body < 0 else p.body for p in mus.points) + (nb,) * pad)
+            wb = [nb if pw.wrap.body < 0 else pw.wrap.body for pw in mus.wraps]
+            wbody.append(tuple(wb) + (nb,) * (W - len(wb)))
+        stack = lambda xs: jax.tree_util.tree_map(lambda *a: jnp.stack(a), *xs)  # noqa: E731
+        out.append(
+            _Group(
+                stack(cols["X"]),
+                stack(cols["local"]),
+                stack(cols["dlocal"]),
+                stack(cols["active"]),
+                stack(cols["slots"]),
+                stack(cols["wt"]),
+                tuple(idx),
+                tuple(_WRAP_TYPES[t][2] for t in kinds),
+                cat == 1,
+                tuple(body),
+                tuple(wbody),
+            )
+        )
+    return out
+
+
 def muscle_lengths(model: Model, q: Float[Array, " nq"]) -> Float[Array, " nm"]:
     """Musculotendon path lengths L(q) (m), shape (nm,), as OpenSim 4.6 computes them."""
     ms = _muscle_set(model)
     k = kinematics(model, q, second_order=False)
     A_ext = _poses_ext(model, k.A)
-    out = []
-    for mus in ms.muscles:
-        _, _, active, X, frames = _path_inputs(mus, A_ext, q, model.nq)
-        out.append(_wrapped_path(mus, X, active, frames)[0])
-    return jnp.stack(out)
+    L = jnp.zeros(len(ms.muscles), A_ext.dtype)
+    for g in _groups(model, A_ext, q):
+        L = L.at[np.asarray(g.index)].set(g.lengths_and_paths()[0])
+    return L
 
 
 def path_geometry(model: Model, q, muscle: int | str):
@@ -882,26 +1159,32 @@ def _gmlav(model: Model, q, kin):
     A_ext = _poses_ext(model, kin.A)
     E = jnp.zeros((nb + 1, len(ms.muscles), 3), kin.A.dtype)
     Eh = jnp.zeros_like(E)
-    R_mov = []
-    for m, mus in enumerate(ms.muscles):
-        local, dlocal, active, X, frames = _path_inputs(mus, A_ext, q, nq)
-        gX, gF = jax.grad(lambda x, f: _wrapped_path(mus, x, active, f)[0], argnums=(0, 1))(
-            X, frames
+    R_mov = jnp.zeros((nq, len(ms.muscles)), kin.A.dtype)
+    for g in _groups(model, A_ext, q):
+
+        def length(X, R, p, active, slots, g=g):
+            slots = eqx.tree_at(lambda s: (s.R, s.p), slots, (R, p))
+            return _path_kernel(X, active, slots, g.types, g.single)[0]
+
+        gX, gR, gp = jax.vmap(jax.grad(length, argnums=(0, 1, 2)))(
+            g.X, g.slots.R, g.slots.p, g.active, g.slots
         )
-        slot = np.asarray([nb if p.body < 0 else p.body for p in mus.points])
+        m = np.asarray(g.index)
+        slot = np.asarray(g.body)
         Rb = A_ext[slot, :3, :3]
-        F = -jnp.einsum("kba,kb->ka", Rb, gX)  # body axes
-        E = E.at[slot, m].add(F)
-        Eh = Eh.at[slot, m].add(jnp.cross(local, F))
-        R_mov.append(jnp.einsum("kal,ka->l", dlocal, F))
-        for pw, (Rg, _), (gR, gp) in zip(mus.wraps, frames, gF, strict=True):
-            sb = nb if pw.wrap.body < 0 else pw.wrap.body
+        F = -jnp.einsum("gkba,gkb->gka", Rb, gX)  # body axes
+        E = E.at[slot, m[:, None]].add(F)
+        Eh = Eh.at[slot, m[:, None]].add(jnp.cross(g.local, F))
+        R_mov = R_mov.at[:, m].set(jnp.einsum("gkal,gka->lg", g.dlocal, F))
+        if gR.shape[1]:
+            sb = np.asarray(g.wrap_body)
             Rwb = A_ext[sb, :3, :3]
-            Fw = -Rwb.T @ gp
-            couple = -Rwb.T @ jnp.sum(jnp.cross(Rg.T, gR.T), axis=0)
-            E = E.at[sb, m].add(Fw)
-            Eh = Eh.at[sb, m].add(jnp.cross(pw.wrap.translation, Fw) + couple)
-    return E[:nb], Eh[:nb], jnp.stack(R_mov, axis=1)
+            Fw = -jnp.einsum("gwba,gwb->gwa", Rwb, gp)
+            axes = jnp.sum(jnp.cross(jnp.swapaxes(g.slots.R, -1, -2), jnp.swapaxes(gR, -1, -2)), -2)
+            couple = -jnp.einsum("gwba,gwb->gwa", Rwb, axes)
+            E = E.at[sb, m[:, None]].add(Fw)
+            Eh = Eh.at[sb, m[:, None]].add(jnp.cross(g.wrap_translation, Fw) + couple)
+    return E[:nb], Eh[:nb], R_mov
 
 
 def moment_arms(

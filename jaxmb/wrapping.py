@@ -180,8 +180,9 @@ def cylinder_wrap_line(p1, p2, radius, length, quadrant, single=True):
 
     Args:
         p1, p2: (3,) segment ends in the wrap frame (m). radius, length: m (``length`` may be inf).
-        quadrant: ``None`` or ``(axis, sign)`` (static). single: True when the path has only this
-            wrap object (OpenSim 4.6 then skips the tangent-point sliding iteration).
+        quadrant: ``None`` ("all") or ``(axis, sign)``, both possibly traced, ``sign == 0`` for
+            "all". single: True when the path has only this wrap object (static; OpenSim 4.6 then
+            skips the tangent-point sliding iteration).
     Returns:
         (code, r1 (3,), r2 (3,), wrap_length (m)).
     """
@@ -198,18 +199,21 @@ def cylinder_wrap_line(p1, p2, radius, length, quadrant, single=True):
     r2a, r2b, p22, d2 = _tangent_candidates(p2, r)
     far_side = jnp.asarray(False)
     long_wrap = jnp.asarray(False)
-    if quadrant is None:
-        code = jnp.where(crosses, MANDATORY_WRAP, NO_WRAP)
-        u1a, u1b = _unit(r1a - p11), _unit(r1b - p11)
-        u2a, u2b = _unit(r2a - p22), _unit(r2b - p22)
-        j1, j2, j3, j4 = u1a @ u2a, u1a @ u2b, u1b @ u2a, u1b @ u2b
-        c1 = (j1 > j2) & (j1 > j3) & (j1 > j4)
-        c2 = ~c1 & (j2 > j3) & (j2 > j4)
-        c3 = ~c1 & ~c2 & (j3 > j4)
-        r1 = jnp.where(c1 | c2, r1a, r1b)
-        r2 = jnp.where(c1 | c3, r2a, r2b)
-    else:
+    code = jnp.where(crosses, MANDATORY_WRAP, NO_WRAP)
+    u1a, u1b = _unit(r1a - p11), _unit(r1b - p11)
+    u2a, u2b = _unit(r2a - p22), _unit(r2b - p22)
+    j1, j2, j3, j4 = u1a @ u2a, u1a @ u2b, u1b @ u2a, u1b @ u2b
+    c1 = (j1 > j2) & (j1 > j3) & (j1 > j4)
+    c2 = ~c1 & (j2 > j3) & (j2 > j4)
+    c3 = ~c1 & ~c2 & (j3 > j4)
+    r1 = jnp.where(c1 | c2, r1a, r1b)
+    r2 = jnp.where(c1 | c3, r2a, r2b)
+    if quadrant is not None:
+        # a traced quadrant may be "all" (sign 0): both results are computed, one is selected
+        code_all, r1_all, r2_all = code, r1, r2
         ax, sg = quadrant
+        every = sg == 0.0
+        sg = jnp.where(every, 1.0, sg)
         s1, s2 = _dsign(p1[ax]), _dsign(p2[ax])
         either = (s1 == sg) | (s2 == sg)
         maybe = (s1 != s2) & (_dsign(near12[ax]) != sg)
@@ -237,6 +241,12 @@ def cylinder_wrap_line(p1, p2, radius, length, quadrant, single=True):
         sum_musc = (r1 - p1) + (r2 - p2)
         sum_r = (r1 - p11) + (r2 - p22)
         long_wrap = jnp.dot(sum_r, sum_musc) < 0.0
+
+        code = jnp.where(every, code_all, code)
+        r1 = jnp.where(every, r1_all, r1)
+        r2 = jnp.where(every, r2_all, r2)
+        far_side = far_side & ~every
+        long_wrap = long_wrap & ~every
 
     # apex of the wrap: on the cylinder, in the plane of p1, p2 and the axis point below mpt
     t = d1 / (d1 + d2)
@@ -288,6 +298,7 @@ def cylinder_wrap_line(p1, p2, radius, length, quadrant, single=True):
 def sphere_wrap_line(p1, p2, radius, quadrant):
     """OpenSim's WrapSphere::wrapLine for the sphere |x| = radius (wrap frame).
 
+    ``quadrant``: ``None`` ("all") or ``(axis, sign)``, possibly traced, ``sign == 0`` for "all".
     Returns (code, r1 (3,), r2 (3,), wrap_length (m, negative for a constrained far-side wrap)).
     """
     r = radius
@@ -327,7 +338,11 @@ def sphere_wrap_line(p1, p2, radius, quadrant):
     code = jnp.where(hits, WRAPPED, NO_WRAP)
     far_side = jnp.asarray(False)
     if quadrant is not None:
+        # a traced quadrant may be "all" (sign 0): both results are computed, one is selected
+        code_all, r1_all, r2_all = code, r1, r2
         ax, sg = quadrant
+        every = sg == 0.0
+        sg = jnp.where(every, 1.0, sg)
         s1, s2 = _dsign(p1[ax]), _dsign(p2[ax])
         either = (s1 == sg) | (s2 == sg)
         # closest point of the line to the centre (OpenSim measures t along p2 → p1, then negates)
@@ -354,6 +369,10 @@ def sphere_wrap_line(p1, p2, radius, quadrant):
         r1 = jnp.where(flip_case, q1, r1)
         r2 = jnp.where(flip_case, q2, r2)
         far_side = flip_case & far
+        code = jnp.where(every, code_all, code)
+        r1 = jnp.where(every, r1_all, r1)
+        r2 = jnp.where(every, r2_all, r2)
+        far_side = far_side & ~every
     angle = _acos(jnp.dot(_unit(r1), _unit(r2)))
     angle = jnp.where(far_side, -(2.0 * jnp.pi - angle), angle)
     code = jnp.where(inside, INSIDE_RADIUS, code)
@@ -399,6 +418,7 @@ def torus_wrap_line(p1, p2, inner_radius, outer_radius, quadrant=None, single=Tr
     found from both ends; a cylinder of radius ``inner_radius`` tangent to the circle there,
     constrained to the side facing the torus axis ("+x" of its frame), wraps the segment. As in
     OpenSim the code is WRAPPED whenever a nearest point is found, and NO_WRAP otherwise.
+    ``quadrant``: ``None`` ("all") or ``(axis, sign)``, possibly traced, ``sign == 0`` for "all".
     Returns (code, r1 (3,), r2 (3,), wrap_length (m)).
     """
     a1 = _circle_pass(p1, p2, outer_radius)
@@ -413,9 +433,10 @@ def torus_wrap_line(p1, p2, inner_radius, outer_radius, quadrant=None, single=Tr
     found = jnp.asarray(True)
     if quadrant is not None:
         ax, sg = quadrant
+        every = sg == 0.0  # "all" (traced quadrants)
         on1, on2 = _dsign(a1[ax]) == sg, _dsign(a2[ax]) == sg
-        pick2 = jnp.where(on1 & on2, pick2, ~on1)
-        found = on1 | on2
+        pick2 = jnp.where(every, pick2, jnp.where(on1 & on2, pick2, ~on1))
+        found = every | on1 | on2
     a = jnp.where(pick2, a2, a1)
     c = outer_radius * jnp.array([a[0], a[1], 0.0]) / _norm(a[:2])
     cx = _unit(-c)
