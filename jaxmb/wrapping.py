@@ -36,6 +36,7 @@ __all__ = [
     "cylinder_wrap_line",
     "sphere_wrap_line",
     "torus_wrap_line",
+    "ellipsoid_wrap_line",
 ]
 
 NO_WRAP, INSIDE_RADIUS, WRAPPED, MANDATORY_WRAP = 0, 1, 2, 3
@@ -430,3 +431,392 @@ def torus_wrap_line(p1, p2, inner_radius, outer_radius, quadrant=None, single=Tr
     r2 = R.T @ r2 + c
     code = jnp.where(found & on, WRAPPED, NO_WRAP)
     return code, r1, r2, wl
+
+
+# ----------------------------------------------------------------------------- ellipsoid
+# OpenSim's WrapEllipsoid::wrapLine, method "hybrid" (the PathWrap default and the only method the
+# .osim models here use). Constants from WrapEllipsoid.cpp / SimmMacros.h.
+_ELL_P_TOL = 1e-4  # ELLIPSOID_TOLERANCE_1: p1e / p2e "on the surface", collinearity
+_ELL_TINY = 1e-8  # ELLIPSOID_TINY: calcTangentPoint stops when the squared residual is below it
+_MU_BLEND_MIN = 0.7073  # 100 % fan
+_MU_BLEND_MAX = 0.9  # 100 % Frans
+_N_FAN = 300  # NUM_FAN_SAMPLES
+_SV_BLEND = 0.3  # SV_BOUNDARY_BLEND
+_ROUNDOFF = 2e-13  # ROUNDOFF_ERROR (EQUAL_WITHIN_ERROR)
+_SEG_LENGTH = 0.001  # CalcDistanceOnEllipsoid desiredSegLength (m)
+_MAX_SEG = 499
+_LM_MAXIT, _LM_MAXIT2 = 50, 1000
+
+
+def _safe_den(x):
+    return jnp.where(x == 0, 1.0, x)
+
+
+def _ellipse_closest(a, b, u, v):
+    """closestPointToEllipse: point of (x/a)² + (y/b)² = 1 nearest (u, v) (Eberly), as OpenSim
+    computes it: special cases within ROUNDOFF_ERROR of the axes, else 63 Newton steps on the
+    quartic from t = 0 (inside) or max(a, b)·|(u, v)| (outside), stopping at |f| < 1e-9."""
+    a2, b2 = a * a, b * b
+    a2u2, b2v2 = a2 * u * u, b2 * v * v
+    near_x, near_y = jnp.abs(u) <= _ROUNDOFF, jnp.abs(v) <= _ROUNDOFF
+    # near both axes
+    xb = jnp.where(a < b, jnp.where(u < 0, -a, a), u)
+    yb = jnp.where(a < b, v, jnp.where(v < 0, -b, b))
+    # near the y axis (u == 0)
+    top = (a >= b) | (jnp.abs(v) >= b - a2 / b)
+    y_nx = jnp.where(top, jnp.where(v >= 0, b, -b), b2 * v / _safe_den(b2 - a2))
+    x_nx = jnp.where(top, u, a * _sqrt0(jnp.abs(1.0 - (y_nx / b) ** 2)))
+    # near the x axis (v == 0)
+    side = (b >= a) | (jnp.abs(u) >= a - b2 / a)
+    x_ny = jnp.where(side, jnp.where(u >= 0, a, -a), a2 * u / _safe_den(a2 - b2))
+    y_ny = jnp.where(side, v, b * _sqrt0(jnp.abs(1.0 - (x_ny / a) ** 2)))
+
+    inside = (u / a) * (u / a) + (v / b) * (v / b) < 1.0
+    t0 = jnp.where(inside, 0.0, jnp.maximum(a, b) * _sqrt0(u * u + v * v))
+
+    def step(_, state):
+        t, done = state
+        P, Q = t + a2, t + b2
+        f = P * P * Q * Q - a2u2 * Q * Q - b2v2 * P * P
+        done = done | (jnp.abs(f) < 1e-9)
+        fp = 2.0 * (P * Q * (P + Q) - a2u2 * Q - b2v2 * P)
+        return jnp.where(done, t, t - f / _safe_den(fp)), done
+
+    # OpenSim evaluates f at most 64 times; without convergence it uses the 64th t (63 steps)
+    t, _ = jax.lax.fori_loop(0, 63, step, (t0, jnp.asarray(False)))
+    xg, yg = a2 * u / _safe_den(t + a2), b2 * v / _safe_den(t + b2)
+    x = jnp.where(near_x & near_y, xb, jnp.where(near_x, x_nx, jnp.where(near_y, x_ny, xg)))
+    y = jnp.where(near_x & near_y, yb, jnp.where(near_x, y_nx, jnp.where(near_y, y_ny, yg)))
+    return x, y
+
+
+_PLANE_AXES = ((1, 2), (2, 0), (0, 1))  # findClosestPoint's 2-d cross-section per special axis
+
+
+def _closest_in_plane(a, x, axis):
+    """findClosestPoint with specialCaseAxis = axis (static): x[axis] is kept, the other two
+    coordinates come from the elliptical cross-section."""
+    j, k = _PLANE_AXES[axis]
+    yj, yk = _ellipse_closest(a[j], a[k], x[j], x[k])
+    return x.at[j].set(yj).at[k].set(yk)
+
+
+def _closest_point(a, dims, x):
+    """findClosestPoint with specialCaseAxis = -1. Returns (point (3,), ok).
+
+    A coordinate within ROUNDOFF_ERROR of 0 selects the planar case (the one whose other two
+    dimensions sum least, first on ties); otherwise 64 Newton checks on the sextic from t = 0
+    (inside) or max(a)·|x| (outside), |f| < 1e-9. ``ok`` is False where that does not converge:
+    OpenSim then leaves its output untouched, which the callers reproduce.
+    """
+    sums = jnp.sum(dims) - dims
+    near = jnp.abs(x) <= _ROUNDOFF
+    key = jnp.where(near, sums, jnp.inf)
+    special = jnp.any(near)
+    axis = jnp.argmin(key)
+    planar = jnp.stack([_closest_in_plane(a, x, i) for i in range(3)])[axis]
+
+    a2 = a * a
+    w = a2 * x * x
+    inside = jnp.sum((x / a) * (x / a)) < 1.0
+    t0 = jnp.where(inside, 0.0, jnp.max(a) * _sqrt0(jnp.dot(x, x)))
+
+    def fval(t):
+        P, Q, R = t + a2[0], t + a2[1], t + a2[2]
+        P2, Q2, R2 = P * P, Q * Q, R * R
+        f = P2 * Q2 * R2 - w[0] * Q2 * R2 - w[1] * P2 * R2 - w[2] * P2 * Q2
+        PQ, PR, QR = P * Q, P * R, Q * R
+        fp = 2.0 * (
+            PQ * R * (QR + PR + PQ)
+            - w[0] * QR * (Q + R)
+            - w[1] * PR * (P + R)
+            - w[2] * PQ * (P + Q)
+        )
+        return f, fp
+
+    def step(_, state):
+        t, done = state
+        f, fp = fval(t)
+        done = done | (jnp.abs(f) < 1e-9)
+        return jnp.where(done, t, t - f / _safe_den(fp)), done
+
+    t, done = jax.lax.fori_loop(0, 63, step, (t0, jnp.asarray(False)))
+    done = done | (jnp.abs(fval(t)[0]) < 1e-9)
+    general = a2 * x / _safe_den(t + a2)
+    return jnp.where(special, planar, general), special | done
+
+
+def _ellipsoid_residual(r, d1, p, a, vs, vs4):
+    """calcTangentPoint's four residuals: r in the plane (vs, vs4), on the ellipsoid, and the
+    tangent plane at r (normal nr, offset d1) through r and through p."""
+    nr = 2.0 * r / (a * a)
+    q = r / a
+    return jnp.stack(
+        [
+            jnp.dot(vs, r) + vs4,
+            ((-1.0 + q[0] * q[0]) + q[1] * q[1]) + q[2] * q[2],
+            jnp.dot(nr, r) + d1,
+            jnp.dot(nr, p) + d1,
+        ]
+    )
+
+
+def _lm_tangent(r, p, a, vs, vs4):
+    """calcTangentPoint's damped Gauss–Newton iteration, step for step (returns r, d1)."""
+
+    def res(r, d1):
+        e = _ellipsoid_residual(r, d1, p, a, vs, vs4)
+        return e, jnp.sum(e * e)
+
+    d1 = -jnp.dot(2.0 * r / (a * a), r)
+    _, ssq = res(r, d1)
+
+    def outer(state):
+        r, d1, ssq, ssqo, alpha, nit = state
+        e, _ = res(r, d1)
+        a2 = a * a
+        J = jnp.concatenate(
+            [
+                jnp.stack([vs, 2.0 * r / a2, 2.0 * (2.0 * r) / a2, 2.0 * p / a2], axis=1),
+                jnp.array([[0.0, 0.0, 1.0, 1.0]]),
+            ]
+        )  # dedth[parameter][equation]
+        p1r1, p1m = _unit(p - r), _unit(p)
+        pcos = jnp.dot(p1r1, p1m)
+        dd = jnp.where(pcos > 0.1, 1.0 - pcos**100, 1.0)
+        v = -(J @ e)
+        JJ = J @ J.T
+        diag = jnp.diag(JJ)
+
+        def damp_body(s):
+            r, d1, ssq, ssqo, alpha, vt, n2 = s
+            M = JJ - jnp.diag(diag) + jnp.diag(diag * (1.0 + alpha))
+            vt = dd * (jnp.linalg.inv(M) @ v) / 16.0
+            r, d1 = r + vt[:3], d1 + vt[3]
+            _, new = res(r, d1)
+            return r, d1, new, ssq, alpha * 4.0, vt, n2 + 1
+
+        s = (r, d1, ssq, ssqo, alpha, jnp.zeros(4), 0)
+        r, d1, ssq, ssqo, alpha, vt, _ = jax.lax.while_loop(
+            lambda s: (s[2] >= s[3]) & (s[6] < _LM_MAXIT2), damp_body, s
+        )
+        alpha = alpha / 8.0
+
+        def grow_body(s):
+            r, d1, ssq, ssqo, fakt, n2 = s
+            fakt = fakt * 2.0
+            r, d1 = r + vt[:3] * fakt, d1 + vt[3] * fakt
+            _, new = res(r, d1)
+            return r, d1, new, ssq, fakt, n2 + 1
+
+        s = (r, d1, ssq, ssqo, jnp.asarray(0.5, r.dtype), 0)
+        r, d1, ssq, ssqo, fakt, _ = jax.lax.while_loop(
+            lambda s: (s[2] <= s[3]) & (s[5] < _LM_MAXIT2), grow_body, s
+        )
+        r, d1 = r - vt[:3] * fakt, d1 - vt[3] * fakt
+        _, ssq = res(r, d1)
+        return r, d1, ssq, ssq, alpha, nit + 1
+
+    state = (r, d1, ssq, ssq, jnp.asarray(0.01, r.dtype), 0)
+    r, d1, *_ = jax.lax.while_loop(lambda s: (s[2] > _ELL_TINY) & (s[5] < _LM_MAXIT), outer, state)
+    return r, d1
+
+
+@jax.custom_jvp
+def _tangent_point(pe, r, p, a, vs, vs4):
+    """calcTangentPoint: slide r (start: c1) in the plane (vs, vs4) until the line p → r is
+    tangent to the ellipsoid; p itself when it lies on the surface (|pe| < 1e-4)."""
+    rt, _ = _lm_tangent(r, p, a, vs, vs4)
+    return jnp.where(jnp.abs(pe) < _ELL_P_TOL, p, rt)
+
+
+@_tangent_point.defjvp
+def _tangent_point_jvp(primals, tangents):
+    # The iteration stops at a residual of 1e-4, not at the solution; its derivative is taken as
+    # the implicit-function derivative of the solution of the four residual equations (the
+    # iteration count and the start point c1 do not enter), which keeps jax.grad finite and smooth.
+    pe, r0, p, a, vs, vs4 = primals
+    _, _, dp, da, dvs, dvs4 = tangents
+    rt, d1 = _lm_tangent(r0, p, a, vs, vs4)
+    z = jnp.concatenate([rt, d1[None]])
+
+    def eqs(z, p, a, vs, vs4):
+        return _ellipsoid_residual(z[:3], z[3], p, a, vs, vs4)
+
+    Jz = jax.jacfwd(eqs)(z, p, a, vs, vs4)
+    _, rhs = jax.jvp(lambda *th: eqs(z, *th), (p, a, vs, vs4), (dp, da, dvs, dvs4))
+    ok = jnp.abs(jnp.linalg.det(Jz)) > 0
+    dz = jnp.linalg.solve(jnp.where(ok, Jz, jnp.eye(4)), -rhs)
+    on = jnp.abs(pe) < _ELL_P_TOL
+    out = jnp.where(on, p, rt)
+    return out, jnp.where(on, dp, jnp.where(ok, dz[:3], 0.0))
+
+
+def _ellipsoid_arc(r1, r2, a, vs, vs4, factor, far_side):
+    """CalcDistanceOnEllipsoid: (normalized length, the 500 path points, segment count n).
+
+    n = ⌊|r1 − r2| / 1 mm⌋ (at most 499) segments; the interior points are rays from the point
+    a0 where the plane crosses the coordinate axis most normal to it, at equal angle steps from
+    r1 (the short way, or the long way round for a far-side wrap), cast to the surface. Below 1 mm
+    the chord. Points past n repeat r2 (zero-length segments).
+    """
+    chord = _norm(r1 - r2)
+    length_m = chord / factor
+    n = jnp.clip(jnp.floor(length_m / _SEG_LENGTH), 1, _MAX_SEG).astype(jnp.int32)
+    imax = jnp.argmax(jnp.abs(vs))
+    e = jnp.arange(3) == imax
+    a0 = jnp.where(e, -vs4 / _safe_den(jnp.sum(jnp.where(e, vs, 0.0))), 0.0)
+    ar1, ar2 = _unit(r1 - a0), _unit(r2 - a0)
+    phi0 = _acos(jnp.dot(ar1, ar2))
+    nf = n.astype(r1.dtype)
+    dphi = jnp.where(far_side, -(2.0 * jnp.pi - phi0) / nf, phi0 / nf)
+    vsz = _unit(jnp.cross(ar1, ar2))
+    vsy = jnp.cross(vsz, ar1)
+    phi = jnp.arange(1, _MAX_SEG, dtype=r1.dtype)[:, None] * dphi
+    rr = ar1 * jnp.cos(phi) + vsy * jnp.sin(phi)
+    f1, f2 = rr / a, a0 / a
+    aa = jnp.sum(f1 * f1, axis=1)
+    bb = 2.0 * (f1 @ f2)
+    cc = jnp.dot(f2, f2) - 1.0
+    mu3 = (-bb + _sqrt0(bb * bb - 4.0 * aa * cc)) / (2.0 * aa)
+    s = a0 + mu3[:, None] * rr
+    j = jnp.arange(_MAX_SEG + 1)[:, None]
+    pts = jnp.where(j == 0, r1, jnp.where(j < n, jnp.concatenate([r1[None], s, r2[None]]), r2))
+    arc = jnp.sum(_norm(pts[1:] - pts[:-1]))
+    short = length_m < _SEG_LENGTH
+    return jnp.where(short, chord, arc), pts, jnp.where(short, 1, n)
+
+
+def ellipsoid_wrap_line(p1, p2, dimensions, quadrant, single=True):
+    """OpenSim's WrapEllipsoid::wrapLine (method "hybrid") for the ellipsoid Σ (x_i / d_i)² = 1.
+
+    Args:
+        p1, p2: (3,) segment ends in the wrap frame (m).
+        dimensions: (3,) semi-axes d (m).
+        quadrant: ``None`` ("all") or ``(axis, sign)``, either possibly traced, sign 0 = "all".
+        single: unused (OpenSim's ellipsoid has no multi-object branch); kept for the common
+            signature.
+
+    Returns (code, r1 (3,), r2 (3,), wrap_length (m)): :data:`MANDATORY_WRAP` whenever the line
+    crosses the ellipsoid between p1 and p2, else :data:`NO_WRAP`, or :data:`INSIDE_RADIUS` for an
+    end inside. r1, r2 are p1, p2 when there is no wrap.
+
+    Dependence on the previous call: OpenSim seeds r1, r2, c1, sv from ``PathWrap``'s previous
+    result, but with method hybrid every branch that reaches the wrap overwrites c1 and sv, and
+    r1 = r2 = c1 before the tangent search. The only route left is a general-case Newton solve in
+    findClosestPoint that fails to converge in 64 checks (OpenSim then leaves the output as it
+    was): for the fan samples this keeps the previous sample's point, reproduced here; for the
+    final projection of the pure-fan c1 it would keep the previous call's c1, for which this port
+    uses the unprojected fan point (not observed in the test geometry).
+    """
+    p1 = jnp.asarray(p1)
+    p2 = jnp.asarray(p2)
+    dims = jnp.asarray(dimensions, dtype=p1.dtype)
+    if quadrant is None:
+        axis, sign = 0, 0.0
+    else:
+        axis, sign = quadrant
+    e_ax = jnp.arange(3) == axis
+    factor = 3.0 / (dims[0] + dims[1] + dims[2])
+    P1, P2, a = p1 * factor, p2 * factor, dims * factor
+    q1, q2 = P1 / a, P2 / a
+    p1e = ((-1.0 + q1[0] * q1[0]) + q1[1] * q1[1]) + q1[2] * q1[2]
+    p2e = ((-1.0 + q2[0] * q2[0]) + q2[1] * q2[1]) + q2[2] * q2[2]
+    inside = (p1e < -_ELL_P_TOL) | (p2e < -_ELL_P_TOL)
+    p1p2 = P1 - P2
+    ppm = jnp.dot(_unit(P1), _unit(P2)) - 1.0
+    collinear = jnp.abs(ppm) < _ELL_P_TOL
+    f1, f2 = p1p2 / a, P2 / a
+    aa = jnp.dot(f1, f1)
+    bb = 2.0 * jnp.dot(f1, f2)
+    cc = jnp.dot(f2, f2) - 1.0
+    disc = bb * bb - 4.0 * aa * cc
+    sq = _sqrt0(disc)
+    l1 = (-bb + sq) / (2.0 * aa)
+    l2 = (-bb - sq) / (2.0 * aa)
+    hits = (disc >= 0.0) & (0.0 < l1) & (l1 < 1.0) & (0.0 < l2) & (l2 < 1.0)
+    wraps = ~inside & ~collinear & hits
+    r1 = P2 + l1 * p1p2
+    r2 = P2 + l2 * p1p2
+    r1r2 = r2 - r1  # OpenSim's name; r1 → r2
+
+    # (1) Frans: the crossing of the line with each coordinate plane, reduced to the ellipse there
+    mu = jnp.abs(_unit(p1p2))
+    t = -r1 / jnp.where(r1r2 == 0, _ROUNDOFF, r1r2)
+    t_sv = r1 + t[:, None] * r1r2
+    t_c1 = jnp.stack([_closest_in_plane(a, t_sv[i], i) for i in range(3)])
+    best = jnp.argmax(mu)
+    mu_b, t_b = mu[best], t[best]
+    s = jnp.where(
+        (t_b < 0.0) | (t_b > 1.0),
+        0.0,
+        jnp.where(
+            t_b < _SV_BLEND,
+            t_b / _SV_BLEND,
+            jnp.where(t_b > 1.0 - _SV_BLEND, (1.0 - t_b) / _SV_BLEND, 1.0),
+        ),
+    )
+    mu_b = jnp.where(
+        (mu_b > _MU_BLEND_MIN) & (s < 1.0), _MU_BLEND_MIN + s * (mu_b - _MU_BLEND_MIN), mu_b
+    )
+    c1_frans, sv_frans = t_c1[best], t_sv[best]
+
+    # (2) fan: the mean direction from 298 points of r1 → r2 to their nearest surface points
+    mid = r1 + 0.5 * r1r2
+    tt = jnp.arange(1, _N_FAN - 1, dtype=p1.dtype) / _N_FAN
+    fan_sv = r1 + tt[:, None] * r1r2
+    fan_c, fan_ok = jax.vmap(lambda x: _closest_point(a, dims, x))(fan_sv)
+    last_ok = jax.lax.cummax(jnp.where(fan_ok, jnp.arange(tt.shape[0]), -1))
+    fan_c = jnp.where((last_ok >= 0)[:, None], fan_c[jnp.maximum(last_ok, 0)], t_c1[0])
+    v_sum = jnp.sum(_unit(fan_c - fan_sv), axis=0)
+    c_fan = mid + _unit(v_sum)
+    c_fan_p, ok_fan = _closest_point(a, dims, c_fan)
+    w_frans = (mu_b - _MU_BLEND_MIN) / (_MU_BLEND_MAX - _MU_BLEND_MIN)
+    c_mix = w_frans * c1_frans + (1.0 - w_frans) * jnp.where(ok_fan, c_fan_p, t_c1[1])
+    c_mix_p, ok_mix = _closest_point(a, dims, c_mix)
+    pure_fan = mu_b <= _MU_BLEND_MIN
+    pure_frans = mu_b >= _MU_BLEND_MAX
+    c1 = jnp.where(
+        pure_frans,
+        c1_frans,
+        jnp.where(
+            pure_fan, jnp.where(ok_fan, c_fan_p, c_fan), jnp.where(ok_mix, c_mix_p, c1_frans)
+        ),
+    )
+    fan_weight = jnp.where(pure_frans, -jnp.inf, jnp.where(pure_fan, 1.0, 1.0 - w_frans))
+    del sv_frans  # sv only feeds OpenSim's axial method and its display
+
+    # quadrant: mirror c1 to the active side; a fan-based c1 is pulled toward the bisecting plane
+    c_ax = jnp.sum(jnp.where(e_ax, c1, 0.0))
+    flip = (sign != 0) & (_dsign(c_ax) != sign)
+    c1m = jnp.where(e_ax, -c1, c1)
+    fw = jnp.minimum(fan_weight, 1.0)
+    bis = (c_ax + (-c_ax)) / 2.0
+    tc1 = jnp.where(e_ax, -c_ax + fw * (bis - (-c_ax)), c1m)
+    tc1_p, ok_q = _closest_point(a, dims, tc1)
+    c1_q = jnp.where(fw > 0.0, jnp.where(ok_q, tc1_p, tc1), c1m)
+    r_start = jnp.where(flip, c1m, c1)
+    c1 = jnp.where(flip, c1_q, c1)
+
+    # the wrapping plane through p1, p2 and c1; tangent points from c1 toward p1 and p2
+    vs = _unit(jnp.cross(p1p2, P1 - c1))
+    vs4 = -jnp.dot(vs, c1)
+    R1 = _tangent_point(p1e, r_start, P1, a, vs, vs4)
+    R2 = _tangent_point(p2e, r_start, P2, a, vs, vs4)
+
+    length, pts, n = _ellipsoid_arc(R1, R2, a, vs, vs4, factor, False)
+    w1, w2 = pts[1], pts[jnp.maximum(n - 1, 0)]
+    wrong = (jnp.dot(_unit(P1 - R1), _unit(w1 - R1)) > 0.0) | (
+        jnp.dot(_unit(P2 - R2), _unit(w2 - R2)) > 0.0
+    )
+    far = (sign != 0) & (n >= 2) & wrong
+    length_far, _, _ = _ellipsoid_arc(R1, R2, a, vs, vs4, factor, True)
+    length = jnp.where(far, length_far, length)
+
+    code = jnp.where(inside, INSIDE_RADIUS, jnp.where(wraps, MANDATORY_WRAP, NO_WRAP))
+    return (
+        code,
+        jnp.where(wraps, R1 / factor, p1),
+        jnp.where(wraps, R2 / factor, p2),
+        jnp.where(wraps, length / factor, 0.0),
+    )
