@@ -494,9 +494,9 @@ _PLANE_AXES = ((1, 2), (2, 0), (0, 1))  # findClosestPoint's 2-d cross-section p
 
 
 def _closest_in_plane(a, x, axis):
-    """findClosestPoint with specialCaseAxis = axis (static): x[axis] is kept, the other two
-    coordinates come from the elliptical cross-section."""
-    j, k = _PLANE_AXES[axis]
+    """findClosestPoint with specialCaseAxis = axis (an int, may be traced): x[axis] is kept, the
+    other two coordinates come from the elliptical cross-section."""
+    j, k = jnp.asarray(_PLANE_AXES)[axis]
     yj, yk = _ellipse_closest(a[j], a[k], x[j], x[k])
     return x.at[j].set(yj).at[k].set(yk)
 
@@ -511,10 +511,11 @@ def _closest_point(a, dims, x):
     """
     sums = jnp.sum(dims) - dims
     near = jnp.abs(x) <= _ROUNDOFF
-    key = jnp.where(near, sums, jnp.inf)
     special = jnp.any(near)
-    axis = jnp.argmin(key)
-    planar = jnp.stack([_closest_in_plane(a, x, i) for i in range(3)])[axis]
+    axis = jnp.argmin(jnp.where(near, sums, jnp.inf))
+    # each branch sees a harmless stand-in point when not taken, so that no NaN reaches jax.grad
+    planar = _closest_in_plane(a, jnp.where(special, x, 0.5 * a), axis)
+    x = jnp.where(special, 1.5 * a, x)
 
     a2 = a * a
     w = a2 * x * x
@@ -632,24 +633,20 @@ def _tangent_point(pe, r, p, a, vs, vs4):
 
 @_tangent_point.defjvp
 def _tangent_point_jvp(primals, tangents):
-    # The iteration stops at a residual of 1e-4, not at the solution; its derivative is taken as
-    # the implicit-function derivative of the solution of the four residual equations (the
-    # iteration count and the start point c1 do not enter), which keeps jax.grad finite and smooth.
+    # Reverse mode cannot pass through the while loops; their forward-mode Jacobian (the
+    # derivative of the iteration as OpenSim stops it, not of the exact tangent point) is formed
+    # from the primal values, and the tangent is its product with the input tangents.
     pe, r0, p, a, vs, vs4 = primals
-    _, _, dp, da, dvs, dvs4 = tangents
-    rt, d1 = _lm_tangent(r0, p, a, vs, vs4)
-    z = jnp.concatenate([rt, d1[None]])
+    _, dr0, dp, da, dvs, dvs4 = tangents
 
-    def eqs(z, p, a, vs, vs4):
-        return _ellipsoid_residual(z[:3], z[3], p, a, vs, vs4)
+    def iterate(r0, p, a, vs, vs4):
+        return _lm_tangent(r0, p, a, vs, vs4)[0]
 
-    Jz = jax.jacfwd(eqs)(z, p, a, vs, vs4)
-    _, rhs = jax.jvp(lambda *th: eqs(z, *th), (p, a, vs, vs4), (dp, da, dvs, dvs4))
-    ok = jnp.abs(jnp.linalg.det(Jz)) > 0
-    dz = jnp.linalg.solve(jnp.where(ok, Jz, jnp.eye(4)), -rhs)
+    rt = iterate(r0, p, a, vs, vs4)
+    J = jax.jacfwd(iterate, argnums=(0, 1, 2, 3, 4))(r0, p, a, vs, vs4)
+    drt = J[0] @ dr0 + J[1] @ dp + J[2] @ da + J[3] @ dvs + J[4] * dvs4
     on = jnp.abs(pe) < _ELL_P_TOL
-    out = jnp.where(on, p, rt)
-    return out, jnp.where(on, dp, jnp.where(ok, dz[:3], 0.0))
+    return jnp.where(on, p, rt), jnp.where(on, dp, drt)
 
 
 def _ellipsoid_arc(r1, r2, a, vs, vs4, factor, far_side):
@@ -719,23 +716,31 @@ def ellipsoid_wrap_line(p1, p2, dimensions, quadrant, single=True):
     e_ax = jnp.arange(3) == axis
     factor = 3.0 / (dims[0] + dims[1] + dims[2])
     P1, P2, a = p1 * factor, p2 * factor, dims * factor
-    q1, q2 = P1 / a, P2 / a
-    p1e = ((-1.0 + q1[0] * q1[0]) + q1[1] * q1[1]) + q1[2] * q1[2]
-    p2e = ((-1.0 + q2[0] * q2[0]) + q2[1] * q2[1]) + q2[2] * q2[2]
+
+    def crossing(P1, P2):
+        q1, q2 = P1 / a, P2 / a
+        p1e = ((-1.0 + q1[0] * q1[0]) + q1[1] * q1[1]) + q1[2] * q1[2]
+        p2e = ((-1.0 + q2[0] * q2[0]) + q2[1] * q2[1]) + q2[2] * q2[2]
+        f1, f2 = (P1 - P2) / a, P2 / a
+        aa = jnp.dot(f1, f1)
+        bb = 2.0 * jnp.dot(f1, f2)
+        cc = jnp.dot(f2, f2) - 1.0
+        disc = bb * bb - 4.0 * aa * cc
+        sq = _sqrt0(disc)
+        return p1e, p2e, disc, (-bb + sq) / (2.0 * aa), (-bb - sq) / (2.0 * aa)
+
+    p1e, p2e, disc, l1, l2 = crossing(P1, P2)
     inside = (p1e < -_ELL_P_TOL) | (p2e < -_ELL_P_TOL)
-    p1p2 = P1 - P2
     ppm = jnp.dot(_unit(P1), _unit(P2)) - 1.0
     collinear = jnp.abs(ppm) < _ELL_P_TOL
-    f1, f2 = p1p2 / a, P2 / a
-    aa = jnp.dot(f1, f1)
-    bb = 2.0 * jnp.dot(f1, f2)
-    cc = jnp.dot(f2, f2) - 1.0
-    disc = bb * bb - 4.0 * aa * cc
-    sq = _sqrt0(disc)
-    l1 = (-bb + sq) / (2.0 * aa)
-    l2 = (-bb - sq) / (2.0 * aa)
     hits = (disc >= 0.0) & (0.0 < l1) & (l1 < 1.0) & (0.0 < l2) & (l2 < 1.0)
     wraps = ~inside & ~collinear & hits
+    # the construction below runs on a stand-in segment that wraps where this one does not, so
+    # that no NaN from the branches not taken reaches jax.grad
+    P1 = jnp.where(wraps, P1, a * jnp.array([1.5, 0.2, 0.1]))
+    P2 = jnp.where(wraps, P2, a * jnp.array([-1.5, 0.3, -0.1]))
+    p1e, p2e, _, l1, l2 = crossing(P1, P2)
+    p1p2 = P1 - P2
     r1 = P2 + l1 * p1p2
     r2 = P2 + l2 * p1p2
     r1r2 = r2 - r1  # OpenSim's name; r1 → r2
@@ -744,7 +749,7 @@ def ellipsoid_wrap_line(p1, p2, dimensions, quadrant, single=True):
     mu = jnp.abs(_unit(p1p2))
     t = -r1 / jnp.where(r1r2 == 0, _ROUNDOFF, r1r2)
     t_sv = r1 + t[:, None] * r1r2
-    t_c1 = jnp.stack([_closest_in_plane(a, t_sv[i], i) for i in range(3)])
+    t_c1 = jax.vmap(lambda x, i: _closest_in_plane(a, x, i))(t_sv, jnp.arange(3))
     best = jnp.argmax(mu)
     mu_b, t_b = mu[best], t[best]
     s = jnp.where(
@@ -792,7 +797,7 @@ def ellipsoid_wrap_line(p1, p2, dimensions, quadrant, single=True):
     c1m = jnp.where(e_ax, -c1, c1)
     fw = jnp.minimum(fan_weight, 1.0)
     bis = (c_ax + (-c_ax)) / 2.0
-    tc1 = jnp.where(e_ax, -c_ax + fw * (bis - (-c_ax)), c1m)
+    tc1 = jnp.where(e_ax, -c_ax + jnp.maximum(fw, 0.0) * (bis - (-c_ax)), c1m)
     tc1_p, ok_q = _closest_point(a, dims, tc1)
     c1_q = jnp.where(fw > 0.0, jnp.where(ok_q, tc1_p, tc1), c1m)
     r_start = jnp.where(flip, c1m, c1)
