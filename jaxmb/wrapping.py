@@ -806,17 +806,21 @@ def ellipsoid_wrap_line(p1, p2, dimensions, quadrant, single=True):
     # the wrapping plane through p1, p2 and c1; tangent points from c1 toward p1 and p2
     vs = _unit(jnp.cross(p1p2, P1 - c1))
     vs4 = -jnp.dot(vs, c1)
-    R1 = _tangent_point(p1e, r_start, P1, a, vs, vs4)
-    R2 = _tangent_point(p2e, r_start, P2, a, vs, vs4)
+    # both tangent points (and below both arcs) in one vmapped call: one compiled loop nest
+    R1, R2 = jax.vmap(_tangent_point, in_axes=(0, None, 0, None, None, None))(
+        jnp.stack([p1e, p2e]), r_start, jnp.stack([P1, P2]), a, vs, vs4
+    )
 
-    length, pts, n = _ellipsoid_arc(R1, R2, a, vs, vs4, factor, False)
+    lengths, pts, n = jax.vmap(_ellipsoid_arc, in_axes=(None,) * 6 + (0,))(
+        R1, R2, a, vs, vs4, factor, jnp.array([False, True])
+    )
+    pts, n = pts[0], n[0]
     w1, w2 = pts[1], pts[jnp.maximum(n - 1, 0)]
     wrong = (jnp.dot(_unit(P1 - R1), _unit(w1 - R1)) > 0.0) | (
         jnp.dot(_unit(P2 - R2), _unit(w2 - R2)) > 0.0
     )
     far = (sign != 0) & (n >= 2) & wrong
-    length_far, _, _ = _ellipsoid_arc(R1, R2, a, vs, vs4, factor, True)
-    length = jnp.where(far, length_far, length)
+    length = jnp.where(far, lengths[1], lengths[0])
 
     code = jnp.where(inside, INSIDE_RADIUS, jnp.where(wraps, MANDATORY_WRAP, NO_WRAP))
     return (
