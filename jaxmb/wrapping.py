@@ -20,6 +20,22 @@ kept on purpose, because the goal is OpenSim's numbers, not the exact geodesic:
   helix sample at 1/n of its length, n = ⌊length / 2 mm⌋;
 - sphere: tangent points in the plane through p1, p2 and the centre, the great-circle arc between
   them; a constrained far-side wrap returns a *negative* arc length, as OpenSim does.
+- ellipsoid (``WrapEllipsoid.cpp``: ``wrapLine`` with method hybrid, ``calcTangentPoint``,
+  ``CalcDistanceOnEllipsoid``, ``findClosestPoint``, ``closestPointToEllipse``): coordinates
+  scaled by 3 / Σ dimensions; the wrapping plane passes through p1, p2 and a surface point c1 that
+  blends "Frans" (the crossing with the coordinate plane most normal to the line, reduced to an
+  ellipse; faded out within 30 % of the chord ends) and "fan" (the mean direction from 298 points
+  of the chord to their nearest surface points) by the line's largest direction cosine between
+  0.7073 and 0.9; with a quadrant, c1 is mirrored to the active side (and pulled toward the
+  bisecting plane by the fan weight, except that OpenSim's ``EQUAL_WITHIN_ERROR(fanWeight,
+  -Infinity)`` is never true, so a pure Frans c1 is only mirrored); nearest points by Eberly's
+  Newton iteration (64 checks, |f| < 1e-9, planar special case within 2e-13 of a coordinate
+  plane, an unconverged solve leaves its output unchanged); tangent points by a damped
+  Gauss–Newton iteration stopped at a squared residual of 1e-8 (at most 50 × 1000 steps), so they
+  are *not* exact tangent points; the surface length is a polyline of ⌊chord / 1 mm⌋ (≤ 499)
+  segments through rays cast in the plane from the point where it crosses the coordinate axis
+  most normal to it; a constrained path that leaves r1 or r2 backwards goes the long way round.
+  The code is always MANDATORY_WRAP when the line crosses the ellipsoid between p1 and p2.
 """
 
 from __future__ import annotations
