@@ -468,12 +468,51 @@ def _safe_den(x):
     return jnp.where(x == 0, 1.0, x)
 
 
-def _ellipse_closest(a, b, u, v):
-    """closestPointToEllipse: point of (x/a)² + (y/b)² = 1 nearest (u, v) (Eberly), as OpenSim
-    computes it: special cases within ROUNDOFF_ERROR of the axes, else 63 Newton steps on the
-    quartic from t = 0 (inside) or max(a, b)·|(u, v)| (outside), stopping at |f| < 1e-9."""
+def _quartic(t, a2, w):
+    """closestPointToEllipse's f(t) and f'(t), a2 = (a², b²), w = (a²u², b²v²), OpenSim's order."""
+    P, Q = t + a2[0], t + a2[1]
+    f = P * P * Q * Q - w[0] * Q * Q - w[1] * P * P
+    fp = 2.0 * (P * Q * (P + Q) - w[0] * Q - w[1] * P)
+    return f, fp
+
+
+def _sextic(t, a2, w):
+    """findClosestPoint's f(t) and f'(t), a2 = (a², b², c²), w = (a²u², b²v², c²w²)."""
+    P, Q, R = t + a2[0], t + a2[1], t + a2[2]
+    P2, Q2, R2 = P * P, Q * Q, R * R
+    f = P2 * Q2 * R2 - w[0] * Q2 * R2 - w[1] * P2 * R2 - w[2] * P2 * Q2
+    PQ, PR, QR = P * Q, P * R, Q * R
+    fp = 2.0 * (
+        PQ * R * (QR + PR + PQ) - w[0] * QR * (Q + R) - w[1] * PR * (P + R) - w[2] * PQ * (P + Q)
+    )
+    return f, fp
+
+
+def _eberly_roots(a2p, wp, t0p, a2g, wg, t0g):
+    """Newton's method on the quartic (planar case) and the sextic (general case) side by side:
+    at most 64 checks of |f| < 1e-9 each, t frozen once converged, 63 steps at most. A fixed-count
+    loop, so that jax.grad differentiates the iterate OpenSim stops at (not the exact root)."""
+
+    def newton(t, done, fval):
+        f, fp = fval(t)
+        done = done | (jnp.abs(f) < 1e-9)
+        return jnp.where(done, t, t - f / _safe_den(fp)), done
+
+    def body(_, state):
+        tp, dp, tg, dg = state
+        tp, dp = newton(tp, dp, lambda t: _quartic(t, a2p, wp))
+        tg, dg = newton(tg, dg, lambda t: _sextic(t, a2g, wg))
+        return tp, dp, tg, dg
+
+    false = jnp.asarray(False)
+    tp, _, tg, _ = jax.lax.fori_loop(0, 63, body, (t0p, false, t0g, false))
+    return tp, tg
+
+
+def _ellipse_point(a, b, u, v, t):
+    """closestPointToEllipse's result from the Newton parameter t, with OpenSim's special cases
+    within ROUNDOFF_ERROR of the axes (which do not use t)."""
     a2, b2 = a * a, b * b
-    a2u2, b2v2 = a2 * u * u, b2 * v * v
     near_x, near_y = jnp.abs(u) <= _ROUNDOFF, jnp.abs(v) <= _ROUNDOFF
     # near both axes
     xb = jnp.where(a < b, jnp.where(u < 0, -a, a), u)
@@ -486,20 +525,6 @@ def _ellipse_closest(a, b, u, v):
     side = (b >= a) | (jnp.abs(u) >= a - b2 / a)
     x_ny = jnp.where(side, jnp.where(u >= 0, a, -a), a2 * u / _safe_den(a2 - b2))
     y_ny = jnp.where(side, v, b * _sqrt0(jnp.abs(1.0 - (x_ny / a) ** 2)))
-
-    inside = (u / a) * (u / a) + (v / b) * (v / b) < 1.0
-    t0 = jnp.where(inside, 0.0, jnp.maximum(a, b) * _sqrt0(u * u + v * v))
-
-    def step(_, state):
-        t, done = state
-        P, Q = t + a2, t + b2
-        f = P * P * Q * Q - a2u2 * Q * Q - b2v2 * P * P
-        done = done | (jnp.abs(f) < 1e-9)
-        fp = 2.0 * (P * Q * (P + Q) - a2u2 * Q - b2v2 * P)
-        return jnp.where(done, t, t - f / _safe_den(fp)), done
-
-    # OpenSim evaluates f at most 64 times; without convergence it uses the 64th t (63 steps)
-    t, _ = jax.lax.fori_loop(0, 63, step, (t0, jnp.asarray(False)))
     xg, yg = a2 * u / _safe_den(t + a2), b2 * v / _safe_den(t + b2)
     x = jnp.where(near_x & near_y, xb, jnp.where(near_x, x_nx, jnp.where(near_y, x_ny, xg)))
     y = jnp.where(near_x & near_y, yb, jnp.where(near_x, y_nx, jnp.where(near_y, y_ny, yg)))
@@ -509,57 +534,39 @@ def _ellipse_closest(a, b, u, v):
 _PLANE_AXES = ((1, 2), (2, 0), (0, 1))  # findClosestPoint's 2-d cross-section per special axis
 
 
-def _closest_in_plane(a, x, axis):
-    """findClosestPoint with specialCaseAxis = axis (an int, may be traced): x[axis] is kept, the
-    other two coordinates come from the elliptical cross-section."""
-    j, k = jnp.asarray(_PLANE_AXES)[axis]
-    yj, yk = _ellipse_closest(a[j], a[k], x[j], x[k])
-    return x.at[j].set(yj).at[k].set(yk)
+def _closest_point(a, dims, x, axis=-1):
+    """findClosestPoint (Eberly) as OpenSim computes it. Returns (point (3,), ok).
 
-
-def _closest_point(a, dims, x):
-    """findClosestPoint with specialCaseAxis = -1. Returns (point (3,), ok).
-
-    A coordinate within ROUNDOFF_ERROR of 0 selects the planar case (the one whose other two
-    dimensions sum least, first on ties); otherwise 64 Newton checks on the sextic from t = 0
-    (inside) or max(a)·|x| (outside), |f| < 1e-9. ``ok`` is False where that does not converge:
-    OpenSim then leaves its output untouched, which the callers reproduce.
+    ``axis`` (int, may be traced) is OpenSim's specialCaseAxis: 0, 1, 2 keep x[axis] and solve in
+    the elliptical cross-section (closestPointToEllipse); -1 picks that case when a coordinate is
+    within ROUNDOFF_ERROR of 0 (the one whose other two dimensions sum least, first on ties), and
+    otherwise solves the sextic. Both Newton solves start at t = 0 (inside) or max(a)·|x|
+    (outside) and stop at |f| < 1e-9 after at most 64 checks; the planar one then uses its last
+    t, the general one reports ``ok`` False (OpenSim leaves its output untouched, which the
+    callers reproduce). One loop runs both solves.
     """
     sums = jnp.sum(dims) - dims
     near = jnp.abs(x) <= _ROUNDOFF
-    special = jnp.any(near)
-    axis = jnp.argmin(jnp.where(near, sums, jnp.inf))
-    # each branch sees a harmless stand-in point when not taken, so that no NaN reaches jax.grad
-    planar = _closest_in_plane(a, jnp.where(special, x, 0.5 * a), axis)
-    x = jnp.where(special, 1.5 * a, x)
-
+    auto = jnp.argmin(jnp.where(near, sums, jnp.inf))
+    special = (axis >= 0) | jnp.any(near)
+    ax = jnp.where(axis >= 0, axis, auto)
+    # each solve sees a harmless stand-in point when not taken, so that no NaN reaches jax.grad
+    xp = jnp.where(special, x, 0.5 * a)
+    j, k = jnp.asarray(_PLANE_AXES)[ax]
+    ap, up = jnp.stack([a[j], a[k]]), jnp.stack([xp[j], xp[k]])
+    inside_p = jnp.sum((up / ap) * (up / ap)) < 1.0
+    t0p = jnp.where(inside_p, 0.0, jnp.max(ap) * _sqrt0(jnp.dot(up, up)))
+    xg = jnp.where(special, 1.5 * a, x)
+    inside_g = jnp.sum((xg / a) * (xg / a)) < 1.0
+    t0g = jnp.where(inside_g, 0.0, jnp.max(a) * _sqrt0(jnp.dot(xg, xg)))
     a2 = a * a
-    w = a2 * x * x
-    inside = jnp.sum((x / a) * (x / a)) < 1.0
-    t0 = jnp.where(inside, 0.0, jnp.max(a) * _sqrt0(jnp.dot(x, x)))
-
-    def fval(t):
-        P, Q, R = t + a2[0], t + a2[1], t + a2[2]
-        P2, Q2, R2 = P * P, Q * Q, R * R
-        f = P2 * Q2 * R2 - w[0] * Q2 * R2 - w[1] * P2 * R2 - w[2] * P2 * Q2
-        PQ, PR, QR = P * Q, P * R, Q * R
-        fp = 2.0 * (
-            PQ * R * (QR + PR + PQ)
-            - w[0] * QR * (Q + R)
-            - w[1] * PR * (P + R)
-            - w[2] * PQ * (P + Q)
-        )
-        return f, fp
-
-    def step(_, state):
-        t, done = state
-        f, fp = fval(t)
-        done = done | (jnp.abs(f) < 1e-9)
-        return jnp.where(done, t, t - f / _safe_den(fp)), done
-
-    t, done = jax.lax.fori_loop(0, 63, step, (t0, jnp.asarray(False)))
-    done = done | (jnp.abs(fval(t)[0]) < 1e-9)
-    general = a2 * x / _safe_den(t + a2)
+    a2p = ap * ap
+    tp, tg = _eberly_roots(a2p, a2p * (up * up), t0p, a2, a2 * (xg * xg), t0g)
+    # t is frozen at convergence, so the 64th check is this one
+    done = jnp.abs(_sextic(tg, a2, a2 * (xg * xg))[0]) < 1e-9
+    yj, yk = _ellipse_point(a[j], a[k], xp[j], xp[k], tp)
+    planar = xp.at[j].set(yj).at[k].set(yk)
+    general = a2 * xg / _safe_den(tg + a2)
     return jnp.where(special, planar, general), special | done
 
 
@@ -725,10 +732,15 @@ def ellipsoid_wrap_line(p1, p2, dimensions, quadrant, single=True):
     p1 = jnp.asarray(p1)
     p2 = jnp.asarray(p2)
     dims = jnp.asarray(dimensions, dtype=p1.dtype)
-    if quadrant is None:
-        axis, sign = 0, 0.0
-    else:
-        axis, sign = quadrant
+    axis, sign = (0, 0.0) if quadrant is None else quadrant
+    # rematerialized in reverse mode: the Newton iterations of 301 nearest-point solves would
+    # otherwise be stored for every wrap of every pass of GeometryPath's multi-object loop
+    return jax.checkpoint(_ellipsoid_wrap)(
+        p1, p2, dims, jnp.asarray(axis), jnp.asarray(sign, dtype=p1.dtype)
+    )
+
+
+def _ellipsoid_wrap(p1, p2, dims, axis, sign):
     e_ax = jnp.arange(3) == axis
     factor = 3.0 / (dims[0] + dims[1] + dims[2])
     P1, P2, a = p1 * factor, p2 * factor, dims * factor
@@ -765,7 +777,14 @@ def ellipsoid_wrap_line(p1, p2, dimensions, quadrant, single=True):
     mu = jnp.abs(_unit(p1p2))
     t = -r1 / jnp.where(r1r2 == 0, _ROUNDOFF, r1r2)
     t_sv = r1 + t[:, None] * r1r2
-    t_c1 = jax.vmap(lambda x, i: _closest_in_plane(a, x, i))(t_sv, jnp.arange(3))
+    # (2) fan: 298 points of r1 → r2; their nearest surface points solved with Frans' three
+    # planar ones in one batch
+    tt = jnp.arange(1, _N_FAN - 1, dtype=p1.dtype) / _N_FAN
+    fan_sv = r1 + tt[:, None] * r1r2
+    near_c, near_ok = jax.vmap(lambda x, i: _closest_point(a, dims, x, i))(
+        jnp.concatenate([t_sv, fan_sv]), jnp.concatenate([jnp.arange(3), jnp.full(tt.shape, -1)])
+    )
+    t_c1, fan_c, fan_ok = near_c[:3], near_c[3:], near_ok[3:]
     best = jnp.argmax(mu)
     mu_b, t_b = mu[best], t[best]
     s = jnp.where(
@@ -780,42 +799,52 @@ def ellipsoid_wrap_line(p1, p2, dimensions, quadrant, single=True):
     mu_b = jnp.where(
         (mu_b > _MU_BLEND_MIN) & (s < 1.0), _MU_BLEND_MIN + s * (mu_b - _MU_BLEND_MIN), mu_b
     )
-    c1_frans, sv_frans = t_c1[best], t_sv[best]
+    c1_frans = t_c1[best]  # (OpenSim's sv only feeds its axial method and the display)
 
-    # (2) fan: the mean direction from 298 points of r1 → r2 to their nearest surface points
+    # the fan direction: the mean of the unit vectors from the points to their surface points (an
+    # unconverged solve keeps the point before it, as OpenSim's reused output variable does)
     mid = r1 + 0.5 * r1r2
-    tt = jnp.arange(1, _N_FAN - 1, dtype=p1.dtype) / _N_FAN
-    fan_sv = r1 + tt[:, None] * r1r2
-    fan_c, fan_ok = jax.vmap(lambda x: _closest_point(a, dims, x))(fan_sv)
     last_ok = jax.lax.cummax(jnp.where(fan_ok, jnp.arange(tt.shape[0]), -1))
     fan_c = jnp.where((last_ok >= 0)[:, None], fan_c[jnp.maximum(last_ok, 0)], t_c1[0])
     v_sum = jnp.sum(_unit(fan_c - fan_sv), axis=0)
     c_fan = mid + _unit(v_sum)
-    c_fan_p, ok_fan = _closest_point(a, dims, c_fan)
     w_frans = (mu_b - _MU_BLEND_MIN) / (_MU_BLEND_MAX - _MU_BLEND_MIN)
-    c_mix = w_frans * c1_frans + (1.0 - w_frans) * jnp.where(ok_fan, c_fan_p, t_c1[1])
-    c_mix_p, ok_mix = _closest_point(a, dims, c_mix)
     pure_fan = mu_b <= _MU_BLEND_MIN
     pure_frans = mu_b >= _MU_BLEND_MAX
-    c1 = jnp.where(
-        pure_frans,
-        c1_frans,
-        jnp.where(
-            pure_fan, jnp.where(ok_fan, c_fan_p, c_fan), jnp.where(ok_mix, c_mix_p, c1_frans)
-        ),
-    )
     fan_weight = jnp.where(pure_frans, -jnp.inf, jnp.where(pure_fan, 1.0, 1.0 - w_frans))
-    del sv_frans  # sv only feeds OpenSim's axial method and its display
+    fw = jnp.minimum(fan_weight, 1.0)
+
+    def blend_input(proj, ok):
+        return w_frans * c1_frans + (1.0 - w_frans) * jnp.where(ok[0], proj[0], t_c1[1])
+
+    def c1_of(proj, ok):
+        fan = jnp.where(ok[0], proj[0], c_fan)
+        mix = jnp.where(ok[1], proj[1], c1_frans)
+        return jnp.where(pure_frans, c1_frans, jnp.where(pure_fan, fan, mix))
 
     # quadrant: mirror c1 to the active side; a fan-based c1 is pulled toward the bisecting plane
+    # (OpenSim's EQUAL_WITHIN_ERROR(fanWeight, -Infinity) is never true: a pure Frans c1 is only
+    # mirrored)
+    def quadrant_input(c1):
+        c_ax = jnp.sum(jnp.where(e_ax, c1, 0.0))
+        bis = (c_ax + (-c_ax)) / 2.0
+        return jnp.where(e_ax, -c_ax + jnp.maximum(fw, 0.0) * (bis - (-c_ax)), c1)
+
+    # the three projections c_fan → blend → quadrant depend on each other: one scanned solve
+    def project(carry, k):
+        proj, ok = carry
+        c1 = c1_of(proj, ok)
+        x = jnp.where(k == 0, c_fan, jnp.where(k == 1, blend_input(proj, ok), quadrant_input(c1)))
+        y, good = _closest_point(a, dims, x)
+        return (proj.at[k].set(y), ok.at[k].set(good)), x
+
+    init = (jnp.zeros((3, 3), p1.dtype), jnp.zeros(3, bool))
+    (proj, ok), inputs = jax.lax.scan(project, init, jnp.arange(3))
+    c1 = c1_of(proj, ok)
     c_ax = jnp.sum(jnp.where(e_ax, c1, 0.0))
     flip = (sign != 0) & (_dsign(c_ax) != sign)
     c1m = jnp.where(e_ax, -c1, c1)
-    fw = jnp.minimum(fan_weight, 1.0)
-    bis = (c_ax + (-c_ax)) / 2.0
-    tc1 = jnp.where(e_ax, -c_ax + jnp.maximum(fw, 0.0) * (bis - (-c_ax)), c1m)
-    tc1_p, ok_q = _closest_point(a, dims, tc1)
-    c1_q = jnp.where(fw > 0.0, jnp.where(ok_q, tc1_p, tc1), c1m)
+    c1_q = jnp.where(fw > 0.0, jnp.where(ok[2], proj[2], inputs[2]), c1m)
     r_start = jnp.where(flip, c1m, c1)
     c1 = jnp.where(flip, c1_q, c1)
 
