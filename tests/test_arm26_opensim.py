@@ -11,8 +11,9 @@ Measured (this commit), max over the 72 poses:
 
 - TRIlat, TRImed, BRA (cylinder TRI over the whole path), BICshort (no wrap): lengths 2.8e-16 m,
   moment arms 1.5e-10 m (the finite-difference noise of the reference);
-- BIClong (ellipsoid BIClonghh): 4.1e-5 m and 2.8e-4 m — jaxmb's ellipsoid is a planar section, not
-  OpenSim's iterative WrapEllipsoid;
+- BIClong (ellipsoid BIClonghh, OpenSim's WrapEllipsoid ported): lengths 5.0e-16 m, moment arms
+  1.6e-10 m at the 56 poses where BIClonghh engages (formerly 4.1e-5 m and 2.8e-4 m with a planar
+  section);
 - TRIlong (cylinders TRIlongglen, TRI and ellipsoid TRIlonghh, iterated; slow test): 3.6e-8 m and
   9.4e-8 m at the 48 poses where TRIlonghh is not engaged (TRIlongglen at elevation ≥ 1.8 rad
   included, formerly 1.96 mm off); the residual is OpenSim's multi-object cylinder iteration
@@ -74,16 +75,16 @@ def test_cylinder_wrapped_and_free_paths_equal_opensim(exact):
     assert wraps_tri >= 90  # the cylinder is engaged at many of the poses checked
 
 
-def test_ellipsoid_wrap_is_the_known_gap(exact):
-    """BIClong over BIClonghh: jaxmb's planar-section ellipsoid, not OpenSim's WrapEllipsoid."""
+def test_ellipsoid_wrapped_path_equals_opensim(exact):
+    """BIClong over the ellipsoid BIClonghh (jaxmb.wrapping.ellipsoid_wrap_line)."""
     model, L, R, Lr, Rr = exact
     k = model.muscle_names.index("BIClong")
     kk = REF["muscles"].index("BIClong")
     sel = np.array([w[kk] == ["BIClonghh"] for w in REF["wrap_objects_in_path"]])
     assert sel.sum() >= 30
     assert np.abs(L[~sel, k] - Lr[~sel, k]).max() < 1e-12
-    assert np.abs(L[sel, k] - Lr[sel, k]).max() < 6e-5
-    assert np.abs(R[sel, :, k] - Rr[sel, :, k]).max() < 5e-4
+    assert np.abs(L[sel, k] - Lr[sel, k]).max() < 1e-12
+    assert np.abs(R[sel, :, k] - Rr[sel, :, k]).max() < 1e-9
 
 
 @pytest.mark.slow
