@@ -488,25 +488,42 @@ def _sextic(t, a2, w):
     return f, fp
 
 
-def _eberly_roots(a2p, wp, t0p, a2g, wg, t0g):
+def _eberly_iterate(a2p, wp, t0p, a2g, wg, t0g):
     """Newton's method on the quartic (planar case) and the sextic (general case) side by side:
-    at most 64 checks of |f| < 1e-9 each, t frozen once converged, 63 steps at most. A fixed-count
-    loop, so that jax.grad differentiates the iterate OpenSim stops at (not the exact root)."""
+    at most 64 checks of |f| < 1e-9 each, t frozen once converged, 63 steps at most."""
 
     def newton(t, done, fval):
         f, fp = fval(t)
         done = done | (jnp.abs(f) < 1e-9)
         return jnp.where(done, t, t - f / _safe_den(fp)), done
 
-    def body(_, state):
-        tp, dp, tg, dg = state
+    def body(state):
+        tp, dp, tg, dg, i = state
         tp, dp = newton(tp, dp, lambda t: _quartic(t, a2p, wp))
         tg, dg = newton(tg, dg, lambda t: _sextic(t, a2g, wg))
-        return tp, dp, tg, dg
+        return tp, dp, tg, dg, i + 1
 
     false = jnp.asarray(False)
-    tp, _, tg, _ = jax.lax.fori_loop(0, 63, body, (t0p, false, t0g, false))
+    tp, _, tg, _, _ = jax.lax.while_loop(
+        lambda s: ~(s[1] & s[3]) & (s[4] < 63), body, (t0p, false, t0g, false, 0)
+    )
     return tp, tg
+
+
+@jax.custom_jvp
+def _eberly_roots(a2p, wp, t0p, a2g, wg, t0g):
+    return _eberly_iterate(a2p, wp, t0p, a2g, wg, t0g)
+
+
+@_eberly_roots.defjvp
+def _eberly_roots_jvp(primals, tangents):
+    # the derivative of the iterate where OpenSim stops it (not of the exact root): its forward-
+    # mode Jacobian, formed from the primal values, times the input tangents. Reverse mode then
+    # stores no Newton steps (301 solves per wrap, 63 steps each, in every pass of the path).
+    out = _eberly_iterate(*primals)
+    J = jax.jacfwd(_eberly_iterate, argnums=tuple(range(6)))(*primals)
+    dt = tuple(sum(jnp.sum(Ji * ti) for Ji, ti in zip(Jo, tangents, strict=True)) for Jo in J)
+    return out, dt
 
 
 def _ellipse_point(a, b, u, v, t):
