@@ -21,9 +21,8 @@ parent/child relations and include the ground (body ``-1`` here, "0" in the seed
   objects this is repeated up to 8 times until the length changes by < 0.5 mm. The per-object
   algorithms are OpenSim's own (:mod:`jaxmb.wrapping`): cylinder (tangent points slid to an apex
   plane, helix; with several objects, OpenSim's tangency iteration), sphere (great circle), torus
-  (a cylinder tangent to the centre circle). :class:`WrapEllipsoid` is *not* OpenSim's iterative
-  algorithm: exact tangent points (scaling to the unit sphere) and the planar section through
-  p1, p2 and the centre, its length by 64-point Gauss–Legendre quadrature. The discrete choices are
+  (a cylinder tangent to the centre circle), ellipsoid (OpenSim's "hybrid" Frans/fan wrapping
+  plane, iterative tangent points, sampled surface curve). The discrete choices are
   ``jnp.where`` selections, so lengths are differentiable wherever OpenSim's path is smooth.
 
 Evaluation is vectorized so that the compiled program does not grow with the number of muscles:
@@ -250,8 +249,9 @@ class WrapCylinder(_WrapObject):
 class WrapEllipsoid(_WrapObject):
     """An ellipsoid, semi-axes ``dimensions`` (m) along the wrap-frame axes.
 
-    Not OpenSim's iterative WrapEllipsoid algorithm: the tangent points are exact (scaling to the
-    unit sphere), the surface curve is the planar section through p1, p2 and the centre.
+    Wraps with OpenSim's own WrapEllipsoid algorithm (method "hybrid"),
+    :func:`jaxmb.wrapping.ellipsoid_wrap_line`. :meth:`wrap` is the older exact-tangent planar
+    section, kept for reference.
     """
 
     dimensions: Float[Array, " 3"]
@@ -261,11 +261,7 @@ class WrapEllipsoid(_WrapObject):
         self.dimensions = jnp.asarray(dimensions, dtype=float)
 
     def wrap_line(self, p1, p2, single):
-        on, r1, r2, curve, outside = _wrap_ellipsoid(
-            p1, p2, self.dimensions, wr.QUADRANTS[self.quadrant], with_outside=True
-        )
-        code = jnp.where(outside, jnp.where(on, wr.MANDATORY_WRAP, wr.NO_WRAP), wr.INSIDE_RADIUS)
-        return code, r1, r2, curve
+        return wr.ellipsoid_wrap_line(p1, p2, self.dimensions, wr.QUADRANTS[self.quadrant], single)
 
     def wrap(self, p, s):
         return _wrap_ellipsoid(p, s, self.dimensions, wr.QUADRANTS[self.quadrant])

@@ -11,13 +11,17 @@ Measured (this commit), max over the 72 poses:
 
 - TRIlat, TRImed, BRA (cylinder TRI over the whole path), BICshort (no wrap): lengths 2.8e-16 m,
   moment arms 1.5e-10 m (the finite-difference noise of the reference);
-- BIClong (ellipsoid BIClonghh): 4.1e-5 m and 2.8e-4 m — jaxmb's ellipsoid is a planar section, not
-  OpenSim's iterative WrapEllipsoid;
+- BIClong (ellipsoid BIClonghh, OpenSim's WrapEllipsoid ported): lengths 5.0e-16 m, moment arms
+  1.6e-10 m at the 56 poses where BIClonghh engages (formerly 4.1e-5 m and 2.8e-4 m with a planar
+  section);
 - TRIlong (cylinders TRIlongglen, TRI and ellipsoid TRIlonghh, iterated; slow test): 3.6e-8 m and
   9.4e-8 m at the 48 poses where TRIlonghh is not engaged (TRIlongglen at elevation ≥ 1.8 rad
   included, formerly 1.96 mm off); the residual is OpenSim's multi-object cylinder iteration
-  (tangent sliding), reproduced to ~1e-6 m per wrap (tests/test_wrapping.py). 2.6e-2 m where
-  TRIlonghh engages, for the ellipsoid reason above.
+  (tangent sliding), reproduced to ~1e-6 m per wrap (tests/test_wrapping.py). 4.5e-3 m (moment
+  arms 3.1e-3 m) at the 24 poses where TRIlonghh engages together with the cylinders (formerly
+  2.6e-2 m): the ellipsoid alone equals OpenSim (BIClong above, tests/test_wrapping.py), so the
+  remainder lies in how the three objects interact in GeometryPath's multi-object loop (not yet
+  explained).
 """
 
 import json
@@ -74,28 +78,29 @@ def test_cylinder_wrapped_and_free_paths_equal_opensim(exact):
     assert wraps_tri >= 90  # the cylinder is engaged at many of the poses checked
 
 
-def test_ellipsoid_wrap_is_the_known_gap(exact):
-    """BIClong over BIClonghh: jaxmb's planar-section ellipsoid, not OpenSim's WrapEllipsoid."""
+def test_ellipsoid_wrapped_path_equals_opensim(exact):
+    """BIClong over the ellipsoid BIClonghh (jaxmb.wrapping.ellipsoid_wrap_line)."""
     model, L, R, Lr, Rr = exact
     k = model.muscle_names.index("BIClong")
     kk = REF["muscles"].index("BIClong")
     sel = np.array([w[kk] == ["BIClonghh"] for w in REF["wrap_objects_in_path"]])
     assert sel.sum() >= 30
     assert np.abs(L[~sel, k] - Lr[~sel, k]).max() < 1e-12
-    assert np.abs(L[sel, k] - Lr[sel, k]).max() < 6e-5
-    assert np.abs(R[sel, :, k] - Rr[sel, :, k]).max() < 5e-4
+    assert np.abs(L[sel, k] - Lr[sel, k]).max() < 1e-12
+    assert np.abs(R[sel, :, k] - Rr[sel, :, k]).max() < 1e-9
 
 
 @pytest.mark.slow
 def test_trilong_three_wrap_objects():
-    """TRIlong: exact where only the cylinders engage, off by the ellipsoid TRIlonghh elsewhere."""
+    """TRIlong: exact where only the cylinders engage, off where the ellipsoid TRIlonghh joins
+    them (measured 4.5e-3 m, moment arms 3.1e-3 m)."""
     model, L, R, Lr, Rr = _compute(("TRIlong",))
     kk = REF["muscles"].index("TRIlong")
     hh = np.array(["TRIlonghh" in w[kk] for w in REF["wrap_objects_in_path"]])
     assert (~hh).sum() >= 10
     assert np.abs(L[~hh, 0] - Lr[~hh, 0]).max() < 1e-7
     assert np.abs(R[~hh, :, 0] - Rr[~hh, :, 0]).max() < 2e-7
-    assert np.abs(L[hh, 0] - Lr[hh, 0]).max() < 3e-2
+    assert np.abs(L[hh, 0] - Lr[hh, 0]).max() < 5e-3
 
 
 def test_reference_json_matches_live_opensim():

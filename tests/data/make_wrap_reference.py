@@ -5,8 +5,11 @@ is built with the OpenSim Python API: a PathActuator with two path points on the
 wrap object on the ground at a random position and orientation (``xyz_body_rotation``). With
 ``extra`` the path has a second PathWrap over a small sphere far away, which never wraps but makes
 OpenSim take its multi-wrap branch (8 passes; the cylinder's tangent-point sliding iteration).
-Points are sampled on roughly opposite sides of the object so that most segments wrap. Writes
-``wrap_opensim_reference.json`` next to this script.
+Points are sampled on roughly opposite sides of the object so that most segments wrap. Further
+ellipsoid configurations (``ELLIPSOID_CONFIGS``: quadrants, multi-object, slender and equal-axis
+shapes) follow from a separate random stream. Every case gets a fresh model and state, so OpenSim's
+per-PathWrap "previous wrap" memory starts empty each time. Writes ``wrap_opensim_reference.json``
+next to this script.
 
     python tests/data/make_wrap_reference.py
 """
@@ -109,6 +112,62 @@ CONFIGS = [
 ]
 
 
+# Appended ellipsoid configurations (kind, quadrant, extra, shape), drawn from their own RNG stream
+# so that the cases above stay bit-identical. Shapes: "random" (three independent semi-axes),
+# "slender" (two equal short semi-axes and a long one, like MoBL-ARMS's delt3hum, Elbow_BIC_BRD,
+# _2ndmcp), "equal" (three equal semi-axes, like SUPSP and ANC: ties in OpenSim's axis choices).
+ELLIPSOID_CONFIGS = [
+    ("ellipsoid", "+x", False, "random"),
+    ("ellipsoid", "z", False, "random"),
+    ("ellipsoid", "all", True, "random"),
+    ("ellipsoid", "-y", True, "random"),
+    ("ellipsoid", "all", False, "slender"),
+    ("ellipsoid", "x", False, "slender"),
+    ("ellipsoid", "-z", False, "slender"),
+    ("ellipsoid", "all", False, "equal"),
+    ("ellipsoid", "-x", False, "equal"),
+]
+
+
+def sample_ellipsoid(shape, rng):
+    if shape == "random":
+        return {"dimensions": rng.uniform(0.01, 0.05, 3).tolist()}
+    if shape == "equal":
+        return {"dimensions": [float(rng.uniform(0.01, 0.05))] * 3}
+    r = rng.uniform(0.005, 0.02)
+    dims = [r, r, r * rng.uniform(3.0, 7.0)]
+    k = int(rng.integers(3))
+    dims[k], dims[2] = dims[2], dims[k]
+    return {"dimensions": [float(d) for d in dims]}
+
+
+def sample_case(kind, quadrant, extra, size, rng):
+    scale = max(v if np.isscalar(v) else max(v) for v in size.values())
+    scale = min(scale, 0.06)
+    xyz = rng.uniform(-np.pi, np.pi, 3)
+    trans = rng.uniform(-0.1, 0.1, 3)
+    d = rng.normal(size=3)
+    d /= np.linalg.norm(d)
+    p1w = d * rng.uniform(2.0, 5.0) * scale
+    p2w = -d * rng.uniform(2.0, 5.0) * scale + rng.normal(size=3) * scale
+    rot = body_fixed_xyz(xyz)
+    p1, p2 = trans + rot @ p1w, trans + rot @ p2w
+    # one fresh model and state per case: OpenSim's PathWrap keeps the previous wrap's result
+    model, act = build(kind, size, quadrant, extra, xyz, trans)
+    return {
+        "kind": kind,
+        "quadrant": quadrant,
+        "extra": extra,
+        "size": size,
+        "xyz_body_rotation": xyz.tolist(),
+        "translation": trans.tolist(),
+        "p1": p1.tolist(),
+        "p2": p2.tolist(),
+        "straight_m": float(np.linalg.norm(p2 - p1)),
+        "length_m": length(model, act, p1, p2),
+    }
+
+
 def main():
     rng = np.random.default_rng(20261121)
     cases = []
@@ -140,6 +199,13 @@ def main():
                     "length_m": length(model, act, p1, p2),
                 }
             )
+    rng_e = np.random.default_rng(20261122)
+    for kind, quadrant, extra, shape in ELLIPSOID_CONFIGS:
+        for _ in range(N_CASES):
+            size = sample_ellipsoid(shape, rng_e)
+            case = sample_case(kind, quadrant, extra, size, rng_e)
+            case["shape"] = shape
+            cases.append(case)
     out = {
         "source": "OpenSim " + osim.__version__ + " PathActuator.getLength, models built in Python",
         "generated": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
