@@ -147,17 +147,24 @@ def _tangent_candidates(p, r):
 
 
 def _spiral(r1, r2, radius, long_wrap):
-    """Helix data between r1 and r2 (WrapCylinder::_make_spiral_path, first half)."""
+    """Helix data between r1 and r2 (WrapCylinder::_make_spiral_path, first half).
+
+    OpenSim 4.6 measures theta as the *signed* angle about the cylinder axis, atan2 in (−π, π],
+    and a long wrap takes 2π − theta: a long wrap whose signed angle is negative thus runs
+    2π + |theta| around the axis (one extra turn's worth of length), and the helix is swept about
+    the axis itself, not about uu × vv.
+    """
     r1a = jnp.array([0.0, 0.0, 1.0]) * r1[2]
     r2a = jnp.array([0.0, 0.0, 1.0]) * r2[2]
     axial = r2a - r1a
     uu = (r1 - r1a) / radius
     vv = (r2 - r2a) / radius
-    theta = _acos(jnp.dot(uu, vv) / (_norm(uu) * _norm(vv)))
+    sin_t, cos_t = jnp.dot(jnp.cross(uu, vv), _DN), jnp.dot(uu, vv)
+    ok = sin_t * sin_t + cos_t * cos_t > 0
+    theta = jnp.arctan2(jnp.where(ok, sin_t, 0.0), jnp.where(ok, cos_t, 1.0))
     theta = jnp.where(long_wrap, 2.0 * jnp.pi - theta, theta)
     length = _sqrt0((radius * theta) ** 2 + jnp.dot(axial, axial))
-    ax = _unit(jnp.cross(uu, vv))
-    return r1a, axial, uu, ax, theta, length
+    return r1a, axial, uu, _DN, theta, length
 
 
 def _spiral_point(r1a, axial, uu, ax, sense, t, theta, radius):
@@ -271,8 +278,9 @@ def cylinder_wrap_line(p1, p2, radius, length, quadrant, single=True):
             n = jnp.maximum(jnp.floor(wl / 0.002), 1.0)
             tt = 1.0 / n
             w1 = _spiral_point(r1a_, axial, uu, ax_, sense, tt, theta, r)
-            w2 = _spiral_point(r1a_, axial, uu, ax_, sense, 1.0 - tt, theta, r)
             b1, adj1 = _adjust_tangent(p1, a1, w1)
+            # OpenSim 4.6 samples r2's helix point from the r1 it has just slid (axially)
+            w2 = _spiral_point(_DN * b1[2], axial, uu, ax_, sense, 1.0 - tt, theta, r)
             b2, adj2 = _adjust_tangent(p2, a2, w2)
             go = ~done & (n >= 2) & (adj1 | adj2)
             return (jnp.where(go, b1, a1), jnp.where(go, b2, a2), done | ~go), None
