@@ -667,6 +667,24 @@ class _Path(eqx.Module):
     key: Array  # (N+2W,)
     pos: Array  # (N+2W, 3) ground positions (m)
     wlen: Array  # (W,) surface length of each wrap (m)
+    # OpenSim 4.6's Point::getLocationInGround cache of each slot (gval: valid). For a wrap point
+    # it is filled on first use and never refreshed within a pose: PathWrapPoint::setLocation
+    # updates the local location but does not invalidate the inherited ground-position cache, so
+    # calcPathLength and calcPathLengthChange see the tangent point of the pass that first asked.
+    gpos: Array  # (N+2W, 3)
+    gval: Array  # (N+2W,) bool
+
+
+def _ground(path):
+    """Positions as Point::getLocationInGround returns them (cached where the cache is valid)."""
+    return jnp.where(path.gval[:, None], path.gpos, path.pos)
+
+
+def _touch(path, used):
+    """Fill the ground-position cache of the slots ``used`` (N+2W,) bool that lack one."""
+    fill = used & ~path.gval
+    gpos = jnp.where(fill[:, None], path.pos, path.gpos)
+    return _Path(path.key, path.pos, path.wlen, gpos, path.gval | used)
 
 
 def _sorted(path, owner):
@@ -677,7 +695,8 @@ def _sorted(path, owner):
 def _current_length(path, owner):
     """GeometryPath::calcPathLength: straight segments, plus the stored surface length between the
     two tangent points of one wrap object."""
-    _, skey, spos, sown = _sorted(path, owner)
+    perm, skey, _, sown = _sorted(path, owner)
+    spos = _ground(path)[perm]
     valid = jnp.isfinite(skey[1:])
     same = (sown[:-1] >= 0) & (sown[:-1] == sown[1:])
     wl = path.wlen[jnp.maximum(sown[:-1], 0)] if path.wlen.shape[0] else jnp.zeros_like(skey[1:])
@@ -712,7 +731,7 @@ def _apply_wrap_segments(path, w, wrap_line, Rg, pg, start, end, active, owner, 
     """GeometryPath::applyWrapObjects for wrap slot ``w`` (may be traced) with ``wrap_line(p1, p2)``
     in the wrap frame (Rg (3, 3), pg (3,) in ground) over the points ``start`` … ``end``."""
     key = path.key.at[n + 2 * w].set(jnp.inf).at[n + 2 * w + 1].set(jnp.inf)
-    path = _Path(key, path.pos, path.wlen)
+    path = _Path(key, path.pos, path.wlen, path.gpos, path.gval)
     m = key.shape[0]
     idx = jnp.arange(n)
     in_rng = active & (idx >= start) & (idx <= end)
@@ -721,7 +740,8 @@ def _apply_wrap_segments(path, w, wrap_line, Rg, pg, start, end, active, owner, 
     emp = n - 1 - jnp.argmax(in_rng[::-1])
     j_start = jnp.sum(key < key[smp])
     j_end = jnp.sum(key < key[emp])
-    _, skey, spos, sown = _sorted(path, owner)
+    perm, skey, spos, sown = _sorted(path, owner)
+    gs = _ground(path)[perm]  # calcPathLengthChange measures from the cached ground positions
     j = jnp.arange(m - 1)
     same = (sown[:-1] >= 0) & (sown[:-1] == sown[1:])
     cand = has & (j >= j_start) & (j < j_end) & ~same
@@ -734,10 +754,15 @@ def _apply_wrap_segments(path, w, wrap_line, Rg, pg, start, end, active, owner, 
     T2 = r2 @ Rg.T + pg
     mand = cand & (code == wr.MANDATORY_WRAP)
     wrapped = cand & (code == wr.WRAPPED)
-    change = _safe_norm(a - T1) + wl + _safe_norm(b - T2) - _safe_norm(b - a)
+    ga, gb = gs[:-1], gs[1:]
+    change = _safe_norm(ga - T1) + wl + _safe_norm(gb - T2) - _safe_norm(gb - ga)
     change = jnp.where(wrapped, change, jnp.inf)
     any_mand = jnp.any(mand)
     best = jnp.where(any_mand, jnp.argmax(mand), jnp.argmin(change))
+    # segments scanned before the first mandatory wrap: their ends' caches fill when "wrapped"
+    measured = wrapped & (~any_mand | (j < jnp.argmax(mand)))
+    used = jnp.zeros(m, bool).at[perm[:-1]].max(measured).at[perm[1:]].max(measured)
+    path = _touch(path, used)
     found = any_mand | jnp.any(wrapped)
     last = (m - 2) - jnp.argmax(cand[::-1])
     result = jnp.where(any_mand, wr.MANDATORY_WRAP, jnp.where(jnp.any(cand), code[last], 0))
@@ -747,7 +772,7 @@ def _apply_wrap_segments(path, w, wrap_line, Rg, pg, start, end, active, owner, 
     key = key.at[i2].set(jnp.where(found, k0 + 2.0 * (k1 - k0) / 3.0, jnp.inf))
     pos = path.pos.at[i1].set(T1[best]).at[i2].set(T2[best])
     wlen = path.wlen.at[w].set(jnp.where(found, wl[best], 0.0))
-    return _Path(key, pos, wlen), result
+    return _Path(key, pos, wlen, path.gpos, path.gval), result
 
 
 def _initial_path(X, active, nw):
@@ -760,7 +785,7 @@ def _initial_path(X, active, nw):
         ]
     )
     pos = jnp.concatenate([X, jnp.zeros((2 * nw, 3), X.dtype)])
-    return _Path(key, pos, jnp.zeros(nw, X.dtype)), owner
+    return _Path(key, pos, jnp.zeros(nw, X.dtype), pos, jnp.arange(n + 2 * nw) < n), owner
 
 
 def _iterate_wraps(path, apply, nw, owner, length_fn):
@@ -773,10 +798,11 @@ def _iterate_wraps(path, apply, nw, owner, length_fn):
         path, last, done, swapped = state
         new, results = apply(path, swapped)
         length = length_fn(new, owner)
+        new = _touch(new, jnp.isfinite(new.key))  # calcPathLength asked every point in the path
         conv = jnp.abs(length - last) < 0.0005
         swap = (kk == 0) & ~conv & (results[0] == wr.NO_WRAP) & (results[1] == wr.INSIDE_RADIUS)
         k_sw = new.key.at[n].set(jnp.inf).at[n + 1].set(jnp.inf)
-        new = _Path(jnp.where(swap, k_sw, new.key), new.pos, new.wlen)
+        new = _Path(jnp.where(swap, k_sw, new.key), new.pos, new.wlen, new.gpos, new.gval)
         keep = jax.tree_util.tree_map(lambda x, y: jnp.where(done, x, y), path, new)
         state = (
             keep,
@@ -840,15 +866,7 @@ def _sphere_line(p1, p2, size, axis, sign, single):
 
 
 def _ellipsoid_line(p1, p2, size, axis, sign, single):
-    # jaxmb's planar-section ellipsoid (WrapEllipsoid.wrap_line); _wrap_ellipsoid takes a static
-    # quadrant, so "all" and the constrained side are both computed and one is selected
-    every = sign == 0.0
-    res_all = _wrap_ellipsoid(p1, p2, size, None, with_outside=True)
-    res_q = _wrap_ellipsoid(p1, p2, size, (axis, jnp.where(every, 1.0, sign)), with_outside=True)
-    pick = zip(res_all, res_q, strict=True)
-    on, r1, r2, curve, outside = (jnp.where(every, x, y) for x, y in pick)
-    code = jnp.where(outside, jnp.where(on, wr.MANDATORY_WRAP, wr.NO_WRAP), wr.INSIDE_RADIUS)
-    return code, r1, r2, curve
+    return wr.ellipsoid_wrap_line(p1, p2, size, (axis, sign), single)
 
 
 def _torus_line(p1, p2, size, axis, sign, single):

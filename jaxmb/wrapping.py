@@ -164,17 +164,24 @@ def _tangent_candidates(p, r):
 
 
 def _spiral(r1, r2, radius, long_wrap):
-    """Helix data between r1 and r2 (WrapCylinder::_make_spiral_path, first half)."""
+    """Helix data between r1 and r2 (WrapCylinder::_make_spiral_path, first half).
+
+    OpenSim 4.6 measures theta as the *signed* angle about the cylinder axis, atan2 in (−π, π],
+    and a long wrap takes 2π − theta: a long wrap whose signed angle is negative thus runs
+    2π + |theta| around the axis (one extra turn's worth of length), and the helix is swept about
+    the axis itself, not about uu × vv.
+    """
     r1a = jnp.array([0.0, 0.0, 1.0]) * r1[2]
     r2a = jnp.array([0.0, 0.0, 1.0]) * r2[2]
     axial = r2a - r1a
     uu = (r1 - r1a) / radius
     vv = (r2 - r2a) / radius
-    theta = _acos(jnp.dot(uu, vv) / (_norm(uu) * _norm(vv)))
+    sin_t, cos_t = jnp.dot(jnp.cross(uu, vv), _DN), jnp.dot(uu, vv)
+    ok = sin_t * sin_t + cos_t * cos_t > 0
+    theta = jnp.arctan2(jnp.where(ok, sin_t, 0.0), jnp.where(ok, cos_t, 1.0))
     theta = jnp.where(long_wrap, 2.0 * jnp.pi - theta, theta)
     length = _sqrt0((radius * theta) ** 2 + jnp.dot(axial, axial))
-    ax = _unit(jnp.cross(uu, vv))
-    return r1a, axial, uu, ax, theta, length
+    return r1a, axial, uu, _DN, theta, length
 
 
 def _spiral_point(r1a, axial, uu, ax, sense, t, theta, radius):
@@ -298,8 +305,9 @@ def cylinder_wrap_line(p1, p2, radius, length, quadrant, single=True):
             n = jnp.maximum(jnp.floor(wl / 0.002), 1.0)
             tt = 1.0 / n
             w1 = _spiral_point(r1a_, axial, uu, ax_, sense, tt, theta, r)
-            w2 = _spiral_point(r1a_, axial, uu, ax_, sense, 1.0 - tt, theta, r)
             b1, adj1 = _adjust_tangent(p1, a1, w1)
+            # OpenSim 4.6 samples r2's helix point from the r1 it has just slid (axially)
+            w2 = _spiral_point(_DN * b1[2], axial, uu, ax_, sense, 1.0 - tt, theta, r)
             b2, adj2 = _adjust_tangent(p2, a2, w2)
             go = ~done & (n >= 2) & (adj1 | adj2)
             return (jnp.where(go, b1, a1), jnp.where(go, b2, a2), done | ~go), None
@@ -398,34 +406,201 @@ def sphere_wrap_line(p1, p2, radius, quadrant):
 
 # ----------------------------------------------------------------------------- torus
 _CYL_LENGTH = 10000.0  # WrapTorus.cpp CYL_LENGTH
-_NEWTON_STEPS = 60
+# MINPACK lmdif as OpenSim 4.6 calls it from WrapTorus::findClosestPoint (OpenSim/Common/
+# Lmdif.cpp, with its local changes: forward-difference step fixed at 1e-5, initial step bound
+# `factor` whenever factor·|diag·x| ≤ 1e-4, Jacobian evaluations not counted in nfev)
+_LM_FTOL = _LM_XTOL = 1e-4
+_LM_FACTOR = 0.2
+_LM_MAXFEV = 500
+_LM_EPS = 1e-5
+_MACHEP = 1.2e-16
+_DWARF = 1.0e-38
+
+
+def _circle_coeffs(a, b):
+    """WrapTorus::calcCircleResids' constants for the line a → b (its own operation order)."""
+    d = b - a
+    mag = jnp.sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2])
+    nx, ny, nz = d[0] / mag, d[1] / mag, d[2] / mag
+    c2 = 2.0 * (a[0] * nx + a[1] * ny + a[2] * nz)
+    c3 = a[0] * nx + a[1] * ny
+    c4 = nx * nx + ny * ny
+    c5 = a[0] * a[0] + a[1] * a[1]
+    return c2, c3, c4, c5
+
+
+def _circle_resid(u, a, b, radius):
+    """OpenSim's residual (it weighs the radial term twice, so its root is the line point nearest
+    the circle of radius 2·radius in the z = 0 plane, not the torus's centre circle)."""
+    c2, c3, c4, c5 = _circle_coeffs(a, b)
+    rho = jnp.sqrt(jnp.maximum(u * u * c4 + 2.0 * c3 * u + c5, 1e-300))
+    return c2 + 2.0 * u - 2.0 * radius * (2.0 * c4 * u + 2.0 * c3) / rho
+
+
+def _lmpar1(r, diag, qtb, delta, par):
+    """MINPACK lmpar for one variable: (step x, Levenberg–Marquardt parameter, sdiag)."""
+    sing = r == 0.0
+    x0 = jnp.where(sing, 0.0, qtb / jnp.where(sing, 1.0, r))
+    dxnorm = jnp.abs(diag * x0)
+    fp0 = dxnorm - delta
+    gauss_newton = fp0 <= 0.1 * delta
+    dx_safe = jnp.where(dxnorm > 0, dxnorm, 1.0)
+    r_safe = jnp.where(sing, 1.0, r)
+    t = jnp.abs(diag * (diag * x0 / dx_safe) / r_safe)
+    parl0 = jnp.where(sing, 0.0, (fp0 / delta) / t / t)
+    gnorm = jnp.abs(r * qtb / diag)
+    paru0 = gnorm / delta
+    paru0 = jnp.where(paru0 == 0.0, _DWARF / jnp.minimum(delta, 0.1), paru0)
+    par0 = jnp.minimum(jnp.maximum(par, parl0), paru0)
+    par0 = jnp.where(par0 == 0.0, gnorm / dx_safe, par0)
+
+    def qrsolv(p):
+        s = jnp.sqrt(p) * diag
+        small = jnp.abs(r) < jnp.abs(s)
+        cot = r / jnp.where(small, s, 1.0)
+        sn_c = 0.5 / jnp.sqrt(0.25 + 0.25 * cot * cot)
+        tan = s / jnp.where(small | (r == 0.0), 1.0, r)
+        cs_t = 0.5 / jnp.sqrt(0.25 + 0.25 * tan * tan)
+        sn, cs = jnp.where(small, sn_c, cs_t * tan), jnp.where(small, sn_c * cot, cs_t)
+        rot = s != 0.0
+        sdiag = jnp.where(rot, cs * r + sn * s, r)
+        wa = jnp.where(rot, cs * qtb + sn * 0.0, qtb)
+        return jnp.where(sdiag == 0.0, 0.0, wa / jnp.where(sdiag == 0.0, 1.0, sdiag)), sdiag
+
+    def body(st):
+        it, p, parl, paru, fp, _, _, _ = st
+        it = it + 1
+        p = jnp.where(p == 0.0, jnp.maximum(_DWARF, 0.001 * paru), p)
+        x, sdiag = qrsolv(p)
+        dxn = jnp.abs(diag * x)
+        fp_prev, fp = fp, dxn - delta
+        stop = (
+            (jnp.abs(fp) <= 0.1 * delta) | ((parl == 0.0) & (fp <= fp_prev) & (fp_prev < 0.0))
+        ) | (it == 10)
+        w = diag * (diag * x / jnp.where(dxn > 0, dxn, 1.0)) / jnp.where(sdiag == 0, 1.0, sdiag)
+        parc = (fp / delta) / jnp.abs(w) / jnp.abs(w)
+        parl_n = jnp.where(fp > 0.0, jnp.maximum(parl, p), parl)
+        paru_n = jnp.where(fp < 0.0, jnp.minimum(paru, p), paru)
+        p_n = jnp.maximum(parl_n, p + parc)
+        return (
+            it,
+            jnp.where(stop, p, p_n),
+            jnp.where(stop, parl, parl_n),
+            jnp.where(stop, paru, paru_n),
+            fp,
+            x,
+            sdiag,
+            stop,
+        )
+
+    init = (0, par0, parl0, paru0, fp0, x0, r, gauss_newton)
+    _, par_l, _, _, _, x_l, sdiag_l, _ = jax.lax.while_loop(lambda st: ~st[-1], body, init)
+    return (
+        jnp.where(gauss_newton, x0, x_l),
+        jnp.where(gauss_newton, 0.0, par_l),
+        jnp.where(gauss_newton, r, sdiag_l),
+    )
+
+
+def _lmdif1(a, b, radius):
+    """OpenSim's lmdif_C on calcCircleResids from u = 0 (m = n = 1), iterate for iterate.
+
+    ftol = xtol = 1e-4, gtol = 0, maxfev = 500, mode 1, factor 0.2 (WrapTorus::findClosestPoint).
+    The QR factorization of the 1×1 Jacobian J is R = −J with Householder vector 2, so
+    (Qᵀf)₁ = −f; lmpar and qrsolv reduce to their scalar Givens forms. Returns u (m along a → b).
+    """
+    f = lambda u: _circle_resid(u, a, b, radius)  # noqa: E731
+    f0 = f(jnp.zeros((), a.dtype))
+    z = jnp.zeros((), a.dtype)
+    # state: x, fvec, fnorm, par, iter, delta, diag, xnorm, nfev, need_jac, r, qtf, gnorm, done
+    init = (z, f0, jnp.abs(f0), z, 1, z, z, z, 1, True, z, z, z, False)
+
+    def body(st):
+        x, fvec, fnorm, par, it, delta, diag, xnorm, nfev, need_jac, r, qtf, gnorm, _ = st
+        # L30: Jacobian by a forward difference, its QR factorization, Qᵀf, the scaled gradient
+        jac = (f(x + _LM_EPS) - fvec) / _LM_EPS
+        acn = jnp.abs(jac)
+        r_j = jnp.where(jac != 0.0, -jac, 0.0)
+        h = jnp.where(jac != 0.0, 2.0, jac)  # Householder-reduced column
+        first = it == 1
+        diag_j = jnp.where(first, jnp.where(acn == 0.0, 1.0, acn), diag)
+        xnorm_j = jnp.where(first, jnp.abs(diag_j * x), xnorm)
+        delta_j = _LM_FACTOR * xnorm_j
+        delta_j = jnp.where(first, jnp.where(jnp.abs(delta_j) <= 1e-4, _LM_FACTOR, delta_j), delta)
+        qtf_j = jnp.where(h != 0.0, fvec + h * (-(h * fvec) / jnp.where(h != 0, h, 1.0)), fvec)
+        ok_g = (fnorm != 0.0) & (acn != 0.0)
+        g_j = r_j * (qtf_j / jnp.where(ok_g, fnorm, 1.0)) / jnp.where(ok_g, acn, 1.0)
+        gnorm_j = jnp.where(ok_g, jnp.abs(g_j), 0.0)
+        stop_g = need_jac & (gnorm_j <= 0.0)
+        diag_j = jnp.maximum(diag_j, acn)
+        pick = lambda new, old: jnp.where(need_jac, new, old)  # noqa: E731
+        r, qtf, gnorm = pick(r_j, r), pick(qtf_j, qtf), pick(gnorm_j, gnorm)
+        diag, xnorm, delta = pick(diag_j, diag), pick(xnorm_j, xnorm), pick(delta_j, delta)
+        # L200: one trial step
+        step, par_n, _ = _lmpar1(r, diag, qtf, delta, par)
+        p = -step
+        xn = x + p
+        pnorm = jnp.abs(diag * p)
+        delta = jnp.where(it == 1, jnp.minimum(delta, pnorm), delta)
+        f1 = f(xn)
+        nfev = nfev + 1
+        fnorm1 = jnp.abs(f1)
+        fn_safe = jnp.where(fnorm != 0.0, fnorm, 1.0)
+        actred = jnp.where(0.1 * fnorm1 < fnorm, 1.0 - (fnorm1 / fn_safe) ** 2, -1.0)
+        temp1 = jnp.abs(r * p) / fn_safe
+        temp2 = jnp.sqrt(par_n) * pnorm / fn_safe
+        prered = temp1 * temp1 + temp2 * temp2 / 0.5
+        dirder = -(temp1 * temp1 + temp2 * temp2)
+        ratio = jnp.where(prered != 0.0, actred / jnp.where(prered != 0.0, prered, 1.0), 0.0)
+        den = dirder + 0.5 * actred
+        tmp = jnp.where(actred >= 0.0, 0.5, 0.5 * dirder / jnp.where(den != 0, den, 1.0))
+        tmp = jnp.where((0.1 * fnorm1 >= fnorm) | (tmp < 0.1), 0.1, tmp)
+        shrink = ratio <= 0.25
+        grow = ~shrink & ((par_n == 0.0) | (ratio >= 0.75))
+        delta = jnp.where(shrink, tmp * jnp.minimum(delta, pnorm / 0.1), delta)
+        delta = jnp.where(grow, pnorm / 0.5, delta)
+        par_n = jnp.where(shrink, par_n / tmp, jnp.where(grow, 0.5 * par_n, par_n))
+        succ = ratio >= 1e-4
+        x = jnp.where(succ, xn, x)
+        fvec = jnp.where(succ, f1, fvec)
+        xnorm = jnp.where(succ, jnp.abs(diag * xn), xnorm)
+        fnorm = jnp.where(succ, fnorm1, fnorm)
+        it = it + succ.astype(int)
+        small_red = (jnp.abs(actred) <= _LM_FTOL) & (prered <= _LM_FTOL) & (0.5 * ratio <= 1.0)
+        tiny_red = (jnp.abs(actred) <= _MACHEP) & (prered <= _MACHEP) & (0.5 * ratio <= 1.0)
+        stop = small_red | (delta <= _LM_XTOL * xnorm) | (nfev >= _LM_MAXFEV) | tiny_red
+        stop = stop | (delta <= _MACHEP * xnorm) | (gnorm <= _MACHEP)
+        new = (x, fvec, fnorm, par_n, it, delta, diag, xnorm, nfev, succ, r, qtf, gnorm, stop)
+        # a zero scaled gradient (gtol = 0) ends lmdif before the step (info 4)
+        kept = tuple(jnp.where(stop_g, o_, n_) for n_, o_ in zip(new[:-1], st[:-1], strict=True))
+        return kept + (stop | stop_g,)
+
+    out = jax.lax.while_loop(lambda st: ~st[-1], body, init)
+    return out[0]
+
+
+@jax.custom_jvp
+def _circle_u(a, b, radius):
+    return _lmdif1(a, b, radius)
+
+
+@_circle_u.defjvp
+def _circle_u_jvp(primals, tangents):
+    # lmdif's iterates are not differentiated; the tangent is the implicit one of its root
+    # (f(u; a, b, radius) = 0), to which the iterate is converged to ftol/xtol
+    u = _circle_u(*primals)
+    f_u = jax.grad(_circle_resid)(u, *primals)
+    _, f_t = jax.jvp(lambda a, b, rr: _circle_resid(u, a, b, rr), primals, tangents)
+    ok = jnp.abs(f_u) > 1e-12
+    return u, jnp.where(ok, -f_t / jnp.where(ok, f_u, 1.0), 0.0)
 
 
 def _circle_pass(a, b, radius):
-    """Root u of WrapTorus::calcCircleResids along a → b, from u = 0 (OpenSim: MINPACK lmdif).
+    """WrapTorus::findClosestPoint's pass along a → b: OpenSim's lmdif from u = 0 on its residual.
 
-    The residual is OpenSim's own (it weighs the radial term twice, so its root is the line point
-    nearest the circle of radius 2·radius in the z = 0 plane); solved here by damped Newton steps.
     Returns the point a + u·(b − a)/|b − a|.
     """
-    n = _unit(b - a)
-    c2 = 2.0 * jnp.dot(a, n)
-    c3 = a[0] * n[0] + a[1] * n[1]
-    c4 = n[0] ** 2 + n[1] ** 2
-    c5 = a[0] ** 2 + a[1] ** 2
-
-    def resid(u):
-        rho = jnp.sqrt(jnp.maximum(u * u * c4 + 2.0 * c3 * u + c5, 1e-300))
-        return c2 + 2.0 * u - 2.0 * radius * (2.0 * c4 * u + 2.0 * c3) / rho
-
-    def step(u, _):
-        f, df = jax.value_and_grad(resid)(u)
-        df = jnp.where(jnp.abs(df) > 1e-12, df, 1e-12)
-        du = jnp.clip(-f / df, -0.2 * (1.0 + jnp.abs(u)), 0.2 * (1.0 + jnp.abs(u)))
-        return u + du, None
-
-    u, _ = jax.lax.scan(step, jnp.zeros((), a.dtype), None, _NEWTON_STEPS)
-    return a + u * n
+    return a + _circle_u(a, b, radius) * _unit(b - a)
 
 
 def torus_wrap_line(p1, p2, inner_radius, outer_radius, quadrant=None, single=True):
