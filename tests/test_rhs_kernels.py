@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import random_models
+from strategies import examples, random_models, slow_twin
 
 import jaxmb  # noqa: F401  (float64)
 from jaxmb import dynamics as dy
@@ -63,7 +63,7 @@ def _eom_routes(model, q, qd):
     return M, h, Mc, hc
 
 
-@settings(max_examples=4)
+@settings(max_examples=examples(4))
 @given(random_models(max_bodies=8, max_nq=5), st.integers(0, 2**31 - 1))
 def test_q_space_equations_of_motion_match_closed_form(model, seed):
     q, qd = _state(model, seed)
@@ -94,7 +94,7 @@ def _elements(model, rng):
     ]
 
 
-@settings(max_examples=4)
+@settings(max_examples=examples(4))
 @given(random_models(max_bodies=7, max_nq=4), st.integers(0, 2**31 - 1))
 def test_cached_point_jacobian_and_force_elements(model, seed):
     rng = np.random.default_rng(seed)
@@ -231,3 +231,18 @@ def test_premodel_dynamics_rejects_bad_input(pendulum):
     pm = dy.premodel_dynamics(pendulum, interval=(-1.0, 1.0), n=16)
     with pytest.raises(eqx.EquinoxRuntimeError, match="outside the fitted interval"):
         jax.block_until_ready(pm(jnp.array([1.5]), jnp.zeros(1)))
+
+
+# the two properties above at their former depth, four random models each (about 5 s a model)
+test_q_space_equations_of_motion_match_closed_form_deep = slow_twin(
+    test_q_space_equations_of_motion_match_closed_form,
+    8,
+    random_models(max_bodies=8, max_nq=5),
+    st.integers(0, 2**31 - 1),
+)
+test_cached_point_jacobian_and_force_elements_deep = slow_twin(
+    test_cached_point_jacobian_and_force_elements,
+    8,
+    random_models(max_bodies=7, max_nq=4),
+    st.integers(0, 2**31 - 1),
+)
