@@ -34,16 +34,22 @@ settings.load_profile("jaxmb")
 
 # JAXMB_TEST_TIMES=path appends "cpu_s wall_s nodeid" per test, written as each test ends, so a
 # profile of the suite survives interruption and CPU time stays meaningful on a loaded machine.
+# cpu_s includes the test's finished child processes (notebook kernels, subprocess checks).
 _TIMES = os.environ.get("JAXMB_TEST_TIMES")
 if _TIMES:
+    import resource
     import time
 
     import pytest
 
+    def _cpu():
+        kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return time.process_time() + kids.ru_utime + kids.ru_stime
+
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(item, nextitem):
-        c0, w0 = time.process_time(), time.perf_counter()
+        c0, w0 = _cpu(), time.perf_counter()
         yield
         with open(_TIMES, "a") as fh:
-            cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+            cpu, wall = _cpu() - c0, time.perf_counter() - w0
             fh.write(f"{cpu:.2f} {wall:.2f} {item.nodeid}\n")
