@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import os
 
 import jax.numpy as jnp
 import numpy as np
+import pytest
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import jaxmb as mb
@@ -19,6 +22,27 @@ SCALE = float(os.environ.get("JAXMB_HYPOTHESIS_SCALE", "0.5"))
 def examples(n: int) -> int:
     """The number of hypothesis examples for a property that names ``n`` at full depth."""
     return max(2, round(n * SCALE))
+
+
+def slow_twin(prop, n, *given_args, **given_kwargs):
+    """A ``-m slow`` copy of the hypothesis property ``prop`` that draws ``examples(n)`` examples.
+
+    The default suite runs a property on the few random models it needs to catch a wrong formula;
+    its twin, given the same strategies, runs it at the depth it had before (assign it to a
+    ``test_*_deep`` name in the test module).
+    """
+    inner = prop.hypothesis.inner_test
+
+    @functools.wraps(inner)
+    def deep(*args, **kwargs):
+        return inner(*args, **kwargs)
+
+    deep.__name__ = deep.__qualname__ = inner.__name__ + "_deep"
+    for key in [k for k in vars(deep) if k.startswith("_hypothesis_internal")]:
+        delattr(deep, key)  # the property's own settings, copied by functools.wraps
+    return pytest.mark.slow(
+        settings(max_examples=examples(n))(given(*given_args, **given_kwargs)(deep))
+    )
 
 
 def _unit(rng):

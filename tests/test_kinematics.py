@@ -16,7 +16,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.spatial.transform import Rotation
-from strategies import examples, random_models
+from strategies import examples, random_models, slow_twin
 
 import jaxmb as mb
 from jaxmb import kinematics as kin
@@ -89,7 +89,7 @@ def test_poses_from_the_definition(model, seed):
 
 
 @given(model=trees, seed=seeds)
-@settings(max_examples=examples(10))
+@settings(max_examples=examples(4))
 def test_closed_form_derivatives_match_autodiff(model, seed):
     """dA, ddA (tensor form) and D_i, D'_i (Definition 1) equal jacfwd / hessian of B_i(q)."""
     q, _ = _state(seed, model.nq)
@@ -209,7 +209,7 @@ def test_point_velocity_and_acceleration_match_time_derivatives(model, data, see
 
 
 @given(model=trees, seed=seeds)
-@settings(max_examples=examples(8))
+@settings(max_examples=examples(4))
 def test_body_angular_velocity_and_acceleration(model, seed):
     """ω̃ = Ṙ Rᵀ and dω̃/dt = R̈ Rᵀ + Ṙ Ṙᵀ with Ṙ, R̈ by nested jvp; body axes ω_b = Rᵀ ω."""
     rng = np.random.default_rng(seed)
@@ -309,3 +309,12 @@ def test_local_rotation_is_rodrigues():
     R = np.asarray(kin.rotation(jnp.asarray(axes), jnp.asarray(angles)))
     R_ref = Rotation.from_rotvec(axes * angles[:, None]).as_matrix()
     assert np.max(np.abs(R - R_ref)) < 1e-14
+
+
+# the properties above at their former depth (each example compiles a new random tree)
+test_closed_form_derivatives_match_autodiff_deep = slow_twin(
+    test_closed_form_derivatives_match_autodiff, 10, model=trees, seed=seeds
+)
+test_body_angular_velocity_and_acceleration_deep = slow_twin(
+    test_body_angular_velocity_and_acceleration, 8, model=trees, seed=seeds
+)

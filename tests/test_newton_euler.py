@@ -6,8 +6,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import examples, slow_twin
 
 import jaxmb
 from jaxmb import newton_euler as ne
@@ -88,6 +89,7 @@ def _sequential(chain, motion, load):
     return F, M
 
 
+@settings(max_examples=examples(4))
 @given(st.integers(1, 5), st.integers(0, 2**31 - 1))
 def test_matches_sequential_solution(ns, seed):
     chain, motion, load = _random_problem(seed, ns, nt=4)
@@ -383,3 +385,9 @@ def test_agrees_with_equations_of_motion_force_elements():
         F1, M1, F2, M2 = _both_routes(model, base, chain, q, qd, qdd, grf, cop, free, False)
         err, _ = _relative_error((F1, M1), (F2, M2))
         assert err <= 1e-10, err
+
+
+# the property at the suite profile's former depth (op by op, each chain length compiles anew)
+test_matches_sequential_solution_deep = slow_twin(
+    test_matches_sequential_solution, 8, st.integers(1, 5), st.integers(0, 2**31 - 1)
+)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import examples, random_bodies
+from strategies import examples, random_bodies, slow_twin
 
 import jaxmb as mb
 from jaxmb import dynamics as dy
@@ -157,7 +157,7 @@ def random_open_models(draw, chain):
     return mb.build_model(bodies, gravity=tuple(rng.normal(size=3) * 5.0), name=f"open{seed}")
 
 
-@settings(max_examples=examples(6))
+@settings(max_examples=examples(4))
 @given(random_open_models(chain=True), st.integers(0, 2**31 - 1))
 def test_random_open_chains_match_pinocchio(model, seed):
     rng = np.random.default_rng(seed)
@@ -165,9 +165,24 @@ def test_random_open_chains_match_pinocchio(model, seed):
     check_against_pinocchio(model, jnp.asarray(q), jnp.asarray(qd))
 
 
-@settings(max_examples=examples(6))
+@settings(max_examples=examples(4))
 @given(random_open_models(chain=False), st.integers(0, 2**31 - 1))
 def test_random_trees_match_pinocchio(model, seed):
     rng = np.random.default_rng(seed)
     q, qd = rng.normal(size=model.nq), rng.normal(size=model.nq)
     check_against_pinocchio(model, jnp.asarray(q), jnp.asarray(qd))
+
+
+# the two properties above at their former depth
+test_random_open_chains_match_pinocchio_deep = slow_twin(
+    test_random_open_chains_match_pinocchio,
+    6,
+    random_open_models(chain=True),
+    st.integers(0, 2**31 - 1),
+)
+test_random_trees_match_pinocchio_deep = slow_twin(
+    test_random_trees_match_pinocchio,
+    6,
+    random_open_models(chain=False),
+    st.integers(0, 2**31 - 1),
+)

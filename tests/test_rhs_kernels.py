@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import random_models
+from strategies import examples, random_models, slow_twin
 
 import jaxmb  # noqa: F401  (float64)
 from jaxmb import dynamics as dy
@@ -63,7 +63,7 @@ def _eom_routes(model, q, qd):
     return M, h, Mc, hc
 
 
-@settings(max_examples=4)
+@settings(max_examples=examples(4))
 @given(random_models(max_bodies=8, max_nq=5), st.integers(0, 2**31 - 1))
 def test_q_space_equations_of_motion_match_closed_form(model, seed):
     q, qd = _state(model, seed)
@@ -94,30 +94,43 @@ def _elements(model, rng):
     ]
 
 
-@settings(max_examples=4)
+# both routes of every check compiled as one program per random model: op by op they cost more
+@eqx.filter_jit
+def _cached_and_referee_routes(model, q, qd, ps, elements, pf):
+    k = kin.tree_kinematics(model, q)
+    points = [
+        (kin.point_jacobian_from(k, b, ps[b]), _poses_autodiff_point_jacobian(model, b, ps[b], q))
+        for b in range(model.nb)
+    ]
+    forces = [
+        (e.from_kinematics(model, k, qd, 0.0), e.generalized_force(model, q, qd, 0.0))
+        for e in elements
+    ]
+    point_force = None
+    if pf.body >= 0:
+        _, Jr_ad = _poses_autodiff_point_jacobian(model, pf.body, pf.point, q)
+        point_force = (pf.from_kinematics(model, k, qd, 0.0), Jr_ad.T @ pf.force)
+    return points, forces, point_force
+
+
+@settings(max_examples=examples(4))
 @given(random_models(max_bodies=7, max_nq=4), st.integers(0, 2**31 - 1))
 def test_cached_point_jacobian_and_force_elements(model, seed):
     rng = np.random.default_rng(seed)
     q, qd = _state(model, seed)
-    k = kin.tree_kinematics(model, q)
-    for b in range(model.nb):
-        p = jnp.asarray(rng.normal(size=3))
-        r, Jr = kin.point_jacobian_from(k, b, p)
-        r_ad, Jr_ad = _poses_autodiff_point_jacobian(model, b, p, q)
+    ps = [jnp.asarray(rng.normal(size=3)) for _ in range(model.nb)]
+    elements = _elements(model, rng)
+    pf = _elements(model, rng)[0]
+    points, forces, point_force = _cached_and_referee_routes(model, q, qd, ps, elements, pf)
+    for b, ((r, Jr), (r_ad, Jr_ad)) in enumerate(points):
         assert_rel(r, r_ad, what=f"point on body {b}")
         assert_rel(Jr, Jr_ad, what=f"∂r/∂q of a point on body {b} vs autodiff")
-    for e in _elements(model, rng):
+    for e, (cached, own) in zip(elements, forces, strict=True):
         name = type(e).__name__
-        assert_rel(
-            e.from_kinematics(model, k, qd, 0.0),
-            e.generalized_force(model, q, qd, 0.0),
-            what=f"{name}.from_kinematics vs generalized_force",
-        )
+        assert_rel(cached, own, what=f"{name}.from_kinematics vs generalized_force")
     # the point elements against virtual work through autodiff poses
-    pf = _elements(model, rng)[0]
-    if pf.body >= 0:
-        _, Jr_ad = _poses_autodiff_point_jacobian(model, pf.body, pf.point, q)
-        assert_rel(pf.from_kinematics(model, k, qd, 0.0), Jr_ad.T @ pf.force, what="PointForce")
+    if point_force is not None:
+        assert_rel(*point_force, what="PointForce")
 
 
 def test_forward_dynamics_uses_generic_elements_fallback():
@@ -231,3 +244,18 @@ def test_premodel_dynamics_rejects_bad_input(pendulum):
     pm = dy.premodel_dynamics(pendulum, interval=(-1.0, 1.0), n=16)
     with pytest.raises(eqx.EquinoxRuntimeError, match="outside the fitted interval"):
         jax.block_until_ready(pm(jnp.array([1.5]), jnp.zeros(1)))
+
+
+# the two properties above at their former depth, four random models each (about 5 s a model)
+test_q_space_equations_of_motion_match_closed_form_deep = slow_twin(
+    test_q_space_equations_of_motion_match_closed_form,
+    8,
+    random_models(max_bodies=8, max_nq=5),
+    st.integers(0, 2**31 - 1),
+)
+test_cached_point_jacobian_and_force_elements_deep = slow_twin(
+    test_cached_point_jacobian_and_force_elements,
+    8,
+    random_models(max_bodies=7, max_nq=4),
+    st.integers(0, 2**31 - 1),
+)
