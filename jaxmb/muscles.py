@@ -749,7 +749,9 @@ def _apply_wrap_segments(path, w, wrap_line, Rg, pg, start, end, active, owner, 
     to_w = jax.vmap(lambda x: Rg.T @ (x - pg))
     aw = jnp.where(cand[:, None], to_w(a), jnp.asarray(_SAFE_P1))
     bw = jnp.where(cand[:, None], to_w(b), jnp.asarray(_SAFE_P2))
-    code, r1, r2, wl = jax.vmap(wrap_line)(aw, bw)
+    # remat: reverse mode keeps only the segment ends, not the residuals of every step of the
+    # wrap algorithms' inner iterations (tens of MB per pose, batched over passes and slots)
+    code, r1, r2, wl = jax.vmap(jax.checkpoint(wrap_line))(aw, bw)
     T1 = r1 @ Rg.T + pg
     T2 = r2 @ Rg.T + pg
     mand = cand & (code == wr.MANDATORY_WRAP)
