@@ -171,8 +171,12 @@ def _wrap_case(seed, kind, quadrant="all"):
     return model, q, float(jnp.linalg.norm(S - P))
 
 
-@pytest.mark.parametrize("kind", ["cylinder", "sphere", "ellipsoid"])
-# quadrant-constrained wraps compile a longer path each; the default suite keeps the free ones
+# quadrant-constrained wraps compile a longer path each, and OpenSim's ellipsoid algorithm about
+# 2 min of CPU; the default suite keeps the free cylinder and sphere (ellipsoid moment arms are
+# checked by default against OpenSim on arm26's BIClong, tests/test_arm26_opensim.py)
+@pytest.mark.parametrize(
+    "kind", ["cylinder", "sphere", pytest.param("ellipsoid", marks=pytest.mark.slow)]
+)
 @pytest.mark.parametrize(
     "quadrant",
     ["all", pytest.param("x", marks=pytest.mark.slow), pytest.param("-y", marks=pytest.mark.slow)],
@@ -181,7 +185,7 @@ def _wrap_case(seed, kind, quadrant="all"):
 @given(seed=st.integers(0, 2**31 - 1))
 def test_wrapped_moment_arms_equal_minus_dL_dq(kind, quadrant, seed):
     model, q, straight = _wrap_case(seed, kind, quadrant)
-    L = mu.muscle_lengths(model, q)
+    L = jax.jit(lambda y: mu.muscle_lengths(model, y))(q)
     assert float(L[0]) >= straight - 1e-12  # a wrap only lengthens the path
     if quadrant == "all":
         assert float(L[0]) > straight * (1 + 1e-4)  # the object sits on the straight line: it wraps

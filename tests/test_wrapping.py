@@ -31,7 +31,8 @@ REF = json.loads(
 # 1e-4, from u = 0); multi-object cylinder (OpenSim's 1.5× tangent sliding to 0.1°) 2.2e-16
 # ("all") and 1.7e-16 ("+x") on all 24, slow tests; ellipsoid (OpenSim's WrapEllipsoid ported,
 # jaxmb.wrapping.ellipsoid_wrap_line): ≤ 3.3e-16 on every case of every configuration (random,
-# slender and equal-axis shapes, quadrants all/±x/-y/z/-z, multi-object).
+# slender and equal-axis shapes, quadrants all/±x/-y/z/-z, multi-object);
+# jax.grad of its length equals central differences within 6.6e-10 (11 cases, slow test).
 EXPECT = {
     ("cylinder", "all", False): (24, 1e-12),
     ("cylinder", "+x", False): (24, 1e-12),
@@ -132,7 +133,8 @@ def test_length_equals_opensim(kind, quadrant, extra):
     assert np.isfinite(L).all()
     L, Lr, straight = L[~known_nan], Lr[~known_nan], straight[~known_nan]
     wrapped = Lr > straight + 1e-9
-    assert wrapped.sum() >= 3, "the reference should wrap on several of the cases"
+    # (the slender "x" ellipsoids wrap on 2 of their 23 finite cases; the others check no-wrap)
+    assert wrapped.sum() >= 2, "the reference should wrap on several of the cases"
     err = np.abs(L - Lr)
     print(f"{kind} {quadrant} extra={extra}: max |dL| {err.max():.3e} m, {wrapped.sum()} wrapped")
     if kind == "ellipsoid":
@@ -191,7 +193,7 @@ def test_ellipsoid_gradient_equals_central_differences():
     assert smooth.sum() >= 0.8 * len(cases)
     err = np.abs(G - d7)[smooth].max()
     print(f"ellipsoid grad vs central differences: {err:.2e} over {smooth.sum()} cases")
-    assert err < 1e-7
+    assert err < 1e-8
 
 
 def test_codes_and_no_wrap():
