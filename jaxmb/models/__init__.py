@@ -17,8 +17,8 @@ DESCRIPTIONS = {
     "chain": "reference open chain of n revolute joints (axes x, y, z cycling; default n = 7)",
     "five_bar": "planar five-bar linkage, 2 DOF (q = first two joint angles)",
     "four_bar": "planar four-bar linkage, 1 DOF (q = height of the coupler's centre of mass)",
-    "shoulder": "MoBL-ARMS shoulder (thorax, clavicle, scapula, humerus), 3 DOF, full de Groot & Brand"
-    " rhythm (rhythm='mobl': the .osim's couplers), 14 muscles",
+    "shoulder": "MoBL-ARMS shoulder (thorax, clavicle, scapula, humerus), 3 DOF, full de Groot &"
+    " Brand rhythm (rhythm='mobl': the .osim's couplers), 14 muscles",
 }
 
 # model function name -> module, for tools that look models up by name
