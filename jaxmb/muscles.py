@@ -51,6 +51,7 @@ object's body takes the reaction (−∂L/∂ of its frame origin and axes). A m
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Sequence
 from typing import Any
@@ -456,6 +457,14 @@ def with_muscles(model: Model, muscles: Sequence[Muscle] | MuscleSet) -> Model:
                         p.name,
                     )
                 )
+            elif isinstance(p, MovingPathPoint) and type(p).evaluate != MovingPathPoint.evaluate:
+                # a subclass with its own location function (e.g. FunctionPathPoint,
+                # OsimMovingPathPoint): kept as it is, body and coordinates resolved
+                q = copy.copy(p)
+                object.__setattr__(q, "body", _resolve_body(model, p.body, wp))
+                cs = tuple(_resolve_coordinate(model, c, wp) for c in p.coordinates)
+                object.__setattr__(q, "coordinates", cs)
+                pts.append(q)
             elif isinstance(p, MovingPathPoint):
                 kn = _finite(p.knots, f"{wp} knots")
                 va = _finite(p.values, f"{wp} values")

@@ -140,6 +140,12 @@ def test_moving_point_follows_the_osim_functions():
     np.testing.assert_allclose(np.asarray(loc[:2]), [px, py], atol=1e-15)
     np.testing.assert_allclose(float(dloc[1, 1]), 0.035 / 1.507, atol=1e-14)
     assert np.all(np.asarray(dloc[:, [0, 2]]) == 0.0)
+    # attaching the muscles again keeps the function point (it was once rebuilt from its unused
+    # spline knots, silently)
+    again = jaxmb.with_muscles(m, m.muscles)
+    p2 = again.muscles.muscles[0].points[1]
+    assert type(p2) is type(p)
+    np.testing.assert_array_equal(np.asarray(p2.evaluate(jnp.array([0.0, x, 0.0]), 3)[0]), loc)
 
 
 def test_bad_input_is_named():
