@@ -199,6 +199,16 @@ def _adjust_tangent(pt, r, w):
     return jnp.where(adjust, r + 1.5 * (on_axis_line - r), r), adjust
 
 
+def _most_parallel_pair(r1a, r1b, r2a, r2b, u1a, u1b, u2a, u2b):
+    """OpenSim's pick among two tangent candidates per end (WrapCylinder/WrapSphere::wrapLine):
+    the pair whose unit directions u are most nearly parallel, ties in OpenSim's order."""
+    j1, j2, j3, j4 = u1a @ u2a, u1a @ u2b, u1b @ u2a, u1b @ u2b
+    c1 = (j1 > j2) & (j1 > j3) & (j1 > j4)
+    c2 = ~c1 & (j2 > j3) & (j2 > j4)
+    c3 = ~c1 & ~c2 & (j3 > j4)
+    return jnp.where(c1 | c2, r1a, r1b), jnp.where(c1 | c3, r2a, r2b)
+
+
 def cylinder_wrap_line(p1, p2, radius, length, quadrant, single=True):
     """OpenSim's WrapCylinder::wrapLine for the cylinder x² + y² = radius² along z, |z| ≤ length/2.
 
@@ -226,12 +236,7 @@ def cylinder_wrap_line(p1, p2, radius, length, quadrant, single=True):
     code = jnp.where(crosses, MANDATORY_WRAP, NO_WRAP)
     u1a, u1b = _unit(r1a - p11), _unit(r1b - p11)
     u2a, u2b = _unit(r2a - p22), _unit(r2b - p22)
-    j1, j2, j3, j4 = u1a @ u2a, u1a @ u2b, u1b @ u2a, u1b @ u2b
-    c1 = (j1 > j2) & (j1 > j3) & (j1 > j4)
-    c2 = ~c1 & (j2 > j3) & (j2 > j4)
-    c3 = ~c1 & ~c2 & (j3 > j4)
-    r1 = jnp.where(c1 | c2, r1a, r1b)
-    r2 = jnp.where(c1 | c3, r2a, r2b)
+    r1, r2 = _most_parallel_pair(r1a, r1b, r2a, r2b, u1a, u1b, u2a, u2b)
     if quadrant is not None:
         # a traced quadrant may be "all" (sign 0): both results are computed, one is selected
         code_all, r1_all, r2_all = code, r1, r2
@@ -354,12 +359,7 @@ def sphere_wrap_line(p1, p2, radius, quadrant):
     r1a, r1b = candidates(p1, n1)
     r2a, r2b = candidates(p2, n2)
     u1a, u1b, u2a, u2b = _unit(r1a), _unit(r1b), _unit(r2a), _unit(r2b)
-    j1, j2, j3, j4 = u1a @ u2a, u1a @ u2b, u1b @ u2a, u1b @ u2b
-    c1 = (j1 > j2) & (j1 > j3) & (j1 > j4)
-    c2 = ~c1 & (j2 > j3) & (j2 > j4)
-    c3 = ~c1 & ~c2 & (j3 > j4)
-    r1 = jnp.where(c1 | c2, r1a, r1b)
-    r2 = jnp.where(c1 | c3, r2a, r2b)
+    r1, r2 = _most_parallel_pair(r1a, r1b, r2a, r2b, u1a, u1b, u2a, u2b)
     code = jnp.where(hits, WRAPPED, NO_WRAP)
     far_side = jnp.asarray(False)
     if quadrant is not None:
