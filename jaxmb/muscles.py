@@ -758,9 +758,7 @@ def _apply_wrap_segments(path, w, wrap_line, Rg, pg, start, end, active, owner, 
     to_w = jax.vmap(lambda x: Rg.T @ (x - pg))
     aw = jnp.where(cand[:, None], to_w(a), jnp.asarray(_SAFE_P1))
     bw = jnp.where(cand[:, None], to_w(b), jnp.asarray(_SAFE_P2))
-    # remat: reverse mode keeps only the segment ends, not the residuals of every step of the
-    # wrap algorithms' inner iterations (tens of MB per pose, batched over passes and slots)
-    code, r1, r2, wl = jax.vmap(jax.checkpoint(wrap_line))(aw, bw)
+    code, r1, r2, wl = _wrap_candidates(wrap_line, cand, aw, bw)
     T1 = r1 @ Rg.T + pg
     T2 = r2 @ Rg.T + pg
     mand = cand & (code == wr.MANDATORY_WRAP)
@@ -786,6 +784,26 @@ def _apply_wrap_segments(path, w, wrap_line, Rg, pg, start, end, active, owner, 
     return _Path(key, pos, wlen, path.gpos, path.gval), result
 
 
+def _wrap_candidates(wrap_line, cand, aw, bw):
+    """``wrap_line`` on the candidate segments only (cand (m,), ends aw, bw (m, 3)); the others
+    return (NO_WRAP, a, b, 0). A ``lax.map`` of ``lax.cond``: unbatched (one pose), only the
+    candidates run OpenSim's algorithm; under ``vmap`` over poses both branches run, as before."""
+    # remat: reverse mode keeps only the segment ends, not the residuals of every step of the
+    # wrap algorithms' inner iterations (tens of MB per pose, batched over passes and slots)
+    line = jax.checkpoint(wrap_line)
+
+    def skip(a, b):
+        code, r1, r2, wl = jax.eval_shape(line, a, b)
+        return (
+            jnp.full(code.shape, wr.NO_WRAP, code.dtype),
+            a.astype(r1.dtype),
+            b.astype(r2.dtype),
+            jnp.zeros(wl.shape, wl.dtype),
+        )
+
+    return jax.lax.map(lambda x: jax.lax.cond(x[0], line, skip, x[1], x[2]), (cand, aw, bw))
+
+
 def _initial_path(X, active, nw):
     n = X.shape[0]
     owner = np.concatenate([-np.ones(n, int), np.repeat(np.arange(nw), 2)])
@@ -806,6 +824,10 @@ def _iterate_wraps(path, apply, nw, owner, length_fn):
     n = path.key.shape[0] - 2 * nw
 
     def one_pass(state, kk):
+        # a converged path skips the pass (a real branch for one pose; a select under vmap)
+        return jax.lax.cond(state[2], lambda s: s, lambda s: next_pass(s, kk), state), None
+
+    def next_pass(state, kk):
         path, last, done, swapped = state
         new, results = apply(path, swapped)
         length = length_fn(new, owner)
@@ -821,7 +843,7 @@ def _iterate_wraps(path, apply, nw, owner, length_fn):
             done | conv,
             swapped | (swap & ~done),
         )
-        return state, None
+        return state
 
     dtype = path.pos.dtype
     init = (path, jnp.asarray(jnp.inf, dtype), jnp.asarray(False), jnp.asarray(False))
@@ -1060,10 +1082,24 @@ class _Group(eqx.Module):
     wrap_body: tuple = eqx.field(static=True)
 
     def lengths_and_paths(self):
-        """Per muscle (length (G,), path), one vmapped kernel."""
-        return jax.vmap(lambda X, a, s: _path_kernel(X, a, s, self.types, self.single))(
-            self.X, self.active, self.slots
+        """Per muscle (length (G,), path), one kernel mapped over the muscles."""
+        return _over_muscles(
+            lambda X, a, s: _path_kernel(X, a, s, self.types, self.single),
+            self.slots.R.shape[1],
+            self.X,
+            self.active,
+            self.slots,
         )
+
+
+def _over_muscles(f, nw, *args):
+    """``f`` over the leading (muscle) axis of ``args``: ``vmap`` without wrap objects; with them
+    ``lax.map``, so that each muscle's wrap type is a real ``lax.switch`` branch and the skipped
+    passes and non-candidate segments are not computed (under ``vmap`` every branch would run for
+    every muscle: 28 ellipsoid evaluations per arm26 pose instead of 2)."""
+    if nw == 0:
+        return jax.vmap(f)(*args)
+    return jax.lax.map(lambda a: f(*a), args)
 
 
 def _groups(model: Model, A_ext, q) -> list[_Group]:
@@ -1191,8 +1227,14 @@ def _gmlav(model: Model, q, kin):
             slots = eqx.tree_at(lambda s: (s.R, s.p), slots, (R, p))
             return _path_kernel(X, active, slots, g.types, g.single)[0]
 
-        gX, gR, gp = jax.vmap(jax.grad(length, argnums=(0, 1, 2)))(
-            g.X, g.slots.R, g.slots.p, g.active, g.slots
+        gX, gR, gp = _over_muscles(
+            jax.grad(length, argnums=(0, 1, 2)),
+            g.slots.R.shape[1],
+            g.X,
+            g.slots.R,
+            g.slots.p,
+            g.active,
+            g.slots,
         )
         m = np.asarray(g.index)
         slot = np.asarray(g.body)
