@@ -351,7 +351,12 @@ def sphere_wrap_line(p1, p2, radius, quadrant):
     def candidates(p, n_p):
         y = _unit(-p)
         z = jnp.cross(nvec, y)
-        a_ = jnp.arcsin(jnp.clip(r / n_p, -1.0, 1.0))
+        # p on or inside the sphere clips r/|p| to 1, where arcsin' is infinite: 0·inf = NaN through
+        # the clip would reach jax.grad even of a discarded (INSIDE_RADIUS) candidate segment; the
+        # double where keeps arcsin(±1) = ±π/2 with slope 0 there, as _acos does
+        s_ = jnp.clip(r / n_p, -1.0, 1.0)
+        in_ = jnp.abs(s_) < 1.0
+        a_ = jnp.where(in_, jnp.arcsin(jnp.where(in_, s_, 0.0)), _dsign(s_) * (0.5 * jnp.pi))
         # rows of [n y z]·Rx(±a): the y column is y cos a ∓ z sin a (WrapMath::Make3x3DirCosMatrix)
         ca, sa = jnp.cos(a_), jnp.sin(a_)
         return p + (y * ca - z * sa) * n_p * ca, p + (y * ca + z * sa) * n_p * ca

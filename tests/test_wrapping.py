@@ -214,3 +214,39 @@ def test_pathwrap_range_and_segment():
     pw = mu.PathWrap(w, segment=2)
     assert (pw.start, pw.end, pw.segment) == (2, 3, 2)
     assert mu.PathWrap(w, 1, 4).segment is None
+
+
+# MoBL-ARMS DELT2 at shoulder_elv = 90° (tests/data/shoulder_muscle_reference.json pose 90, other
+# coordinates 0): the segment ends its sphere DELT_TMAJ_LAT_PEC_CORBhh (radius 0.03 m, "all")
+# receives in the wrap frame, p2 inside the sphere (|p2| = 0.02974 m). OpenSim discards the wrap
+# (INSIDE_RADIUS), but jax.grad passes through it: arcsin of the clipped r/|p2| = 1 had slope
+# 0·inf = NaN, which made DELT2's moment arms NaN at shoulder_elv 76°–116°.
+DELT2_SPHERE_P1 = [-0.008993638875188744, -0.00038399946293047926, 0.03356615471107126]
+DELT2_SPHERE_P2 = [-0.018300310199685695, 0.01117338799691709, 0.020603251334098023]
+
+
+@pytest.mark.parametrize("quadrant", [None, (0, 0.0)], ids=["None", "traced-all"])
+def test_sphere_end_inside_has_finite_gradient(quadrant):
+    """Jacobian of (r1, r2, wrap length) w.r.t. (p1, p2) with one end inside the sphere: finite
+    and equal to central differences (h = 1e-7 m)."""
+    p1, p2 = jnp.asarray(DELT2_SPHERE_P1), jnp.asarray(DELT2_SPHERE_P2)
+    quad = None if quadrant is None else (jnp.asarray(quadrant[0]), jnp.asarray(quadrant[1]))
+
+    @jax.jit
+    def f(x):
+        _, r1, r2, wl = wr.sphere_wrap_line(x[:3], x[3:], 0.03, quad)
+        return jnp.concatenate([r1, r2, wl[None]])
+
+    x = jnp.concatenate([p1, p2])
+    assert int(wr.sphere_wrap_line(p1, p2, 0.03, quad)[0]) == wr.INSIDE_RADIUS
+    J = np.asarray(jax.jacrev(f)(x))
+    assert np.isfinite(J).all(), J
+    h = 1e-7
+    fd = np.stack(
+        [
+            (np.asarray(f(x.at[i].add(h))) - np.asarray(f(x.at[i].add(-h)))) / (2 * h)
+            for i in range(6)
+        ],
+        axis=1,
+    )
+    np.testing.assert_allclose(J, fd, atol=1e-7)
