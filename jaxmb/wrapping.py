@@ -209,6 +209,50 @@ def _most_parallel_pair(r1a, r1b, r2a, r2b, u1a, u1b, u2a, u2b):
     return jnp.where(c1 | c2, r1a, r1b), jnp.where(c1 | c3, r2a, r2b)
 
 
+def _slide_iterate(p1, p2, r1, r2, radius, long_wrap):
+    """OpenSim 4.6's multi-object tangency loop (WrapCylinder::wrapLine): each tangent point slides
+    by 1.5x toward the line through its path point and the helix's first (last) 2 mm sample until
+    both are within 0.1 deg of tangency, at most 100 times. An early-exit while loop."""
+    sense = jnp.where(long_wrap, -1.0, 1.0)
+
+    def body(state):
+        a1, a2, _, k = state
+        r1a_, axial, uu, ax_, theta, wl = _spiral(a1, a2, radius, long_wrap)
+        n = jnp.maximum(jnp.floor(wl / 0.002), 1.0)
+        tt = 1.0 / n
+        w1 = _spiral_point(r1a_, axial, uu, ax_, sense, tt, theta, radius)
+        b1, adj1 = _adjust_tangent(p1, a1, w1)
+        # OpenSim 4.6 samples r2's helix point from the r1 it has just slid (axially)
+        w2 = _spiral_point(_DN * b1[2], axial, uu, ax_, sense, 1.0 - tt, theta, radius)
+        b2, adj2 = _adjust_tangent(p2, a2, w2)
+        go = (n >= 2) & (adj1 | adj2)
+        return jnp.where(go, b1, a1), jnp.where(go, b2, a2), go, k + 1
+
+    init = (r1, r2, jnp.asarray(True), jnp.asarray(0))
+    r1, r2, _, _ = jax.lax.while_loop(lambda s: s[2] & (s[3] < _MAX_ADJUST), body, init)
+    return r1, r2
+
+
+@jax.custom_jvp
+def _slide_tangents(p1, p2, r1, r2, radius, long_wrap):
+    return _slide_iterate(p1, p2, r1, r2, radius, long_wrap)
+
+
+@_slide_tangents.defjvp
+def _slide_tangents_jvp(primals, tangents):
+    # the derivative of the iterate where OpenSim stops it: the forward-mode Jacobian of the loop,
+    # formed from the primal values, times the input tangents (reverse mode cannot pass through
+    # the early-exit loop; a fixed 100-step scan cost 10x more per wrap)
+    *x, long_wrap = primals
+    out = _slide_iterate(*x, long_wrap)
+    J = jax.jacfwd(lambda *x: _slide_iterate(*x, long_wrap), argnums=(0, 1, 2, 3, 4))(*x)
+    dout = tuple(
+        sum(jnp.tensordot(Ji, ti, axes=ti.ndim) for Ji, ti in zip(Jo, tangents[:5], strict=True))
+        for Jo in J
+    )
+    return out, dout
+
+
 def cylinder_wrap_line(p1, p2, radius, length, quadrant, single=True):
     """OpenSim's WrapCylinder::wrapLine for the cylinder x² + y² = radius² along z, |z| ≤ length/2.
 
@@ -303,21 +347,7 @@ def cylinder_wrap_line(p1, p2, radius, length, quadrant, single=True):
     sense = jnp.where(long_wrap, -1.0, 1.0)
 
     if not single:
-
-        def body(state, _):
-            a1, a2, done = state
-            r1a_, axial, uu, ax_, theta, wl = _spiral(a1, a2, r, long_wrap)
-            n = jnp.maximum(jnp.floor(wl / 0.002), 1.0)
-            tt = 1.0 / n
-            w1 = _spiral_point(r1a_, axial, uu, ax_, sense, tt, theta, r)
-            b1, adj1 = _adjust_tangent(p1, a1, w1)
-            # OpenSim 4.6 samples r2's helix point from the r1 it has just slid (axially)
-            w2 = _spiral_point(_DN * b1[2], axial, uu, ax_, sense, 1.0 - tt, theta, r)
-            b2, adj2 = _adjust_tangent(p2, a2, w2)
-            go = ~done & (n >= 2) & (adj1 | adj2)
-            return (jnp.where(go, b1, a1), jnp.where(go, b2, a2), done | ~go), None
-
-        (r1, r2, _), _ = jax.lax.scan(body, (r1, r2, jnp.asarray(False)), None, _MAX_ADJUST)
+        r1, r2 = _slide_tangents(p1, p2, r1, r2, jnp.asarray(r, p1.dtype), long_wrap)
 
     wrap_len = _spiral(r1, r2, r, long_wrap)[-1]
     code = jnp.where(inside, INSIDE_RADIUS, jnp.where(beyond, NO_WRAP, code))
