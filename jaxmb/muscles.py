@@ -758,7 +758,10 @@ def _apply_wrap_segments(path, w, wrap_line, Rg, pg, start, end, active, owner, 
     to_w = jax.vmap(lambda x: Rg.T @ (x - pg))
     aw = jnp.where(cand[:, None], to_w(a), jnp.asarray(_SAFE_P1))
     bw = jnp.where(cand[:, None], to_w(b), jnp.asarray(_SAFE_P2))
-    code, r1, r2, wl = _wrap_candidates(wrap_line, cand, aw, bw)
+    # every candidate is wrapped only to choose (codes, lengthening: discrete): without derivatives
+    code, r1, r2, wl = _wrap_candidates(
+        wrap_line, cand, jax.lax.stop_gradient(aw), jax.lax.stop_gradient(bw)
+    )
     T1 = r1 @ Rg.T + pg
     T2 = r2 @ Rg.T + pg
     mand = cand & (code == wr.MANDATORY_WRAP)
@@ -775,12 +778,15 @@ def _apply_wrap_segments(path, w, wrap_line, Rg, pg, start, end, active, owner, 
     found = any_mand | jnp.any(wrapped)
     last = (m - 2) - jnp.argmax(cand[::-1])
     result = jnp.where(any_mand, wr.MANDATORY_WRAP, jnp.where(jnp.any(cand), code[last], 0))
+    # the kept wrap once more, differentiably: the same inputs give the same values, and the
+    # derivatives (forward and reverse) flow through this one wrap per slot and pass only
+    _, r1b, r2b, wlb = _wrap_candidates(wrap_line, found[None], aw[best][None], bw[best][None])
     k0, k1 = skey[best], skey[best + 1]
     i1, i2 = n + 2 * w, n + 2 * w + 1
     key = path.key.at[i1].set(jnp.where(found, k0 + (k1 - k0) / 3.0, jnp.inf))
     key = key.at[i2].set(jnp.where(found, k0 + 2.0 * (k1 - k0) / 3.0, jnp.inf))
-    pos = path.pos.at[i1].set(T1[best]).at[i2].set(T2[best])
-    wlen = path.wlen.at[w].set(jnp.where(found, wl[best], 0.0))
+    pos = path.pos.at[i1].set(r1b[0] @ Rg.T + pg).at[i2].set(r2b[0] @ Rg.T + pg)
+    wlen = path.wlen.at[w].set(jnp.where(found, wlb[0], 0.0))
     return _Path(key, pos, wlen, path.gpos, path.gval), result
 
 
