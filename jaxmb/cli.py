@@ -441,7 +441,11 @@ def _cmd_moment_arms(args) -> int:
     Q[:, k] = xs
 
     chunk = min(args.steps, 32)
-    f = jax.jit(jax.vmap(lambda q: (moment_arms(model, q)[k], muscle_lengths(model, q))))
+    # lax.map, not vmap: wrapped paths branch (OpenSim's choices, early-exit iterations), and a
+    # vmapped branch runs every side for every pose (arm26: 22x slower on a CPU)
+    f = jax.jit(
+        lambda Q: jax.lax.map(lambda q: (moment_arms(model, q)[k], muscle_lengths(model, q)), Q)
+    )
     R, L = [], []
     t0 = time.perf_counter()
     n_chunks = -(-args.steps // chunk)

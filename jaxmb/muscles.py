@@ -906,6 +906,19 @@ def _cylinder_line(p1, p2, size, axis, sign, single):
     return wr.cylinder_wrap_line(p1, p2, size[0], size[1], (axis, sign), single)
 
 
+def _cylinder_screen(p1, p2, size, axis, sign, single):
+    # the code does not depend on OpenSim's multi-object tangent sliding, and the choice reads
+    # tangent points and length only where the code is WRAPPED: slide only there
+    first = wr.cylinder_wrap_line(p1, p2, size[0], size[1], (axis, sign), True)
+    if single:
+        return first
+    return jax.lax.cond(
+        first[0] == wr.WRAPPED,
+        lambda: wr.cylinder_wrap_line(p1, p2, size[0], size[1], (axis, sign), False),
+        lambda: first,
+    )
+
+
 def _sphere_line(p1, p2, size, axis, sign, single):
     return wr.sphere_wrap_line(p1, p2, size[0], (axis, sign))
 
@@ -926,7 +939,7 @@ def _torus_line(p1, p2, size, axis, sign, single):
 # (wrap-object class, its size parameters (3,), line function, screen function: the line's code,
 # and its tangent points and length where the code is WRAPPED); a new type is one more row
 _WRAP_TYPES = (
-    (WrapCylinder, lambda w: (w.radius, w.length, 1.0), _cylinder_line, _cylinder_line),
+    (WrapCylinder, lambda w: (w.radius, w.length, 1.0), _cylinder_line, _cylinder_screen),
     (WrapSphere, lambda w: (w.radius, 1.0, 1.0), _sphere_line, _sphere_line),
     (WrapEllipsoid, lambda w: w.dimensions, _ellipsoid_line, _ellipsoid_screen),
     (WrapTorus, lambda w: (w.inner_radius, w.outer_radius, 1.0), _torus_line, _torus_line),
@@ -1183,7 +1196,13 @@ def _groups(model: Model, A_ext, q) -> list[_Group]:
 
 
 def muscle_lengths(model: Model, q: Float[Array, " nq"]) -> Float[Array, " nm"]:
-    """Musculotendon path lengths L(q) (m), shape (nm,), as OpenSim 4.6 computes them."""
+    """Musculotendon path lengths L(q) (m), shape (nm,), as OpenSim 4.6 computes them.
+
+    Batching over poses: wrapped paths branch (OpenSim's segment choice, its multi-object passes,
+    early-exit iterations), and under ``jax.vmap`` every branch runs for every pose. On a CPU map
+    over poses with ``jax.lax.map`` instead (arm26's moment arms: 4 ms per pose with lax.map, 90
+    ms with vmap; ``benchmarks/moment_arms.py``); paths without wrap objects vmap well.
+    """
     ms = _muscle_set(model)
     k = kinematics(model, q, second_order=False)
     A_ext = _poses_ext(model, k.A)
@@ -1294,6 +1313,8 @@ def moment_arms(
     ``method="dense"``: Eq. 193, ``R = Σ_i γ_i E_iᵀ + Jᵀ ϑ β_i Ê_iᵀ`` over all bodies.
     ``method="sparse"``: Eq. 195, column k summed over the bodies of its attachment sequence Γ_k.
     Both add the moving-path-point term. ``R = −∂L/∂q``; ``R F`` is the generalized muscle force.
+    Over many poses of wrapped paths prefer ``jax.lax.map`` to ``jax.vmap`` on a CPU (see
+    :func:`muscle_lengths`).
     """
     ms = _muscle_set(model)
     kin = kinematics(model, q, second_order=False)

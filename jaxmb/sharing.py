@@ -55,12 +55,14 @@ class SharingResult:
     tol: float
 
 
-def sharing_problem(model: Model, q, qd, tau):
+def sharing_problem(model: Model, q, qd, tau, lengths=None, arms=None):
     """The per-frame QP data ``(M, b, F_a, F_p, R)``: constraint ``M a = b`` with
-    ``M = R diag(F_a)`` (nq, nm) and ``b = τ − R F_p`` (nq,)."""
+    ``M = R diag(F_a)`` (nq, nm) and ``b = τ − R F_p`` (nq,). ``lengths`` (nm,) m and ``arms``
+    (nq, nm) are the frame's path lengths and moment arms when already known (else computed)."""
     p = model.muscles.params
-    R = moment_arms(model, q)
-    Fa, Fp = rigid_tendon_coefficients(p, muscle_lengths(model, q), -R.T @ qd)
+    R = moment_arms(model, q) if arms is None else arms
+    L = muscle_lengths(model, q) if lengths is None else lengths
+    Fa, Fp = rigid_tendon_coefficients(p, L, -R.T @ qd)
     return R * Fa[None, :], tau - R @ Fp, Fa, Fp, R
 
 
@@ -125,6 +127,8 @@ def share_forces(
     rho: float = 1e3,
     outer: int = 60,
     inner: int = 150,
+    lengths: Float[Array, "nt nm"] | None = None,
+    moment_arms: Float[Array, "nt nq nm"] | None = None,
 ) -> SharingResult:
     """Minimum-Σa² activations for every frame (rigid tendon), all frames at once.
 
@@ -133,6 +137,9 @@ def share_forces(
         q, qd, tau: (nt, nq) poses, velocities and required generalized forces.
         tol: residual tolerance (N·m) that declares a frame infeasible.
         rho, outer, inner: augmented-Lagrangian penalty and iteration counts.
+        lengths, moment_arms: the frames' path lengths (nt, nm) m and moment-arm matrices
+            (nt, nq, nm), when already computed (e.g. by a sweep that compiled the paths once, or
+            taken from OpenSim); both or neither. Otherwise they are computed from q.
     """
     q, qd, tau = (jnp.atleast_2d(jnp.asarray(x, dtype=float)) for x in (q, qd, tau))
     if not (q.shape == qd.shape == tau.shape) or q.shape[1] != model.nq:
@@ -140,18 +147,37 @@ def share_forces(
             f"share_forces: q, qd, tau must all be (nt, {model.nq}); got {q.shape}, {qd.shape}, "
             f"{tau.shape}"
         )
+    nt, nm = q.shape[0], len(model.muscle_names)
+    if (lengths is None) != (moment_arms is None):
+        raise ValueError("share_forces: give both lengths and moment_arms, or neither")
+    if lengths is not None:
+        lengths = jnp.asarray(lengths, dtype=float)
+        moment_arms = jnp.asarray(moment_arms, dtype=float)
+        if lengths.shape != (nt, nm) or moment_arms.shape != (nt, model.nq, nm):
+            raise ValueError(
+                f"share_forces: lengths must be ({nt}, {nm}) and moment_arms ({nt}, {model.nq}, "
+                f"{nm}); got {lengths.shape} and {moment_arms.shape}"
+            )
 
     @jax.jit
-    def solve(q, qd, tau):
-        def frame(q1, qd1, tau1):
-            M, b, Fa, Fp, R = sharing_problem(model, q1, qd1, tau1)
-            a = solve_sharing_qp(M, b, rho=rho, outer=outer, inner=inner)
-            F = Fa * a + Fp
-            return a, F, R @ F - tau1
+    def solve(q, qd, tau, lengths, arms):
+        if lengths is None:
+            # the paths frame by frame (lax.map: wrapped paths branch, and vmap would run every
+            # branch for every frame), the QPs vectorized over frames
+            M, b, Fa, Fp, R = jax.lax.map(lambda x: sharing_problem(model, *x), (q, qd, tau))
+        else:
+            M, b, Fa, Fp, R = jax.vmap(
+                lambda q1, qd1, tau1, L1, R1: sharing_problem(model, q1, qd1, tau1, L1, R1)
+            )(q, qd, tau, lengths, arms)
 
-        return jax.vmap(frame)(q, qd, tau)
+        def frame(M1, b1, Fa1, Fp1, R1, tau1):
+            a = solve_sharing_qp(M1, b1, rho=rho, outer=outer, inner=inner)
+            F = Fa1 * a + Fp1
+            return a, F, R1 @ F - tau1
 
-    a, F, res = solve(q, qd, tau)
+        return jax.vmap(frame)(M, b, Fa, Fp, R, tau)
+
+    a, F, res = solve(q, qd, tau, lengths, moment_arms)
     mx = jnp.max(jnp.abs(res), axis=1)
     bad = np.flatnonzero(np.asarray(mx) > tol)
     return SharingResult(a, F, res, mx, bad, float(tol))

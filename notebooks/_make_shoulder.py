@@ -157,7 +157,7 @@ else:
                    if n in muscular.muscle_names]
         sweep = np.radians(np.arange(0.0, 151.0, 5.0))
         Qs = jnp.asarray(np.stack([np.zeros_like(sweep), sweep, np.zeros_like(sweep)], axis=1))
-        R = np.asarray(jax.jit(jax.vmap(lambda q: jaxmb.moment_arms(muscular, q)))(Qs))
+        R = np.asarray(jax.jit(lambda Q: jax.lax.map(lambda q: jaxmb.moment_arms(muscular, q), Q))(Qs))
     except Exception as e:  # another module's work in progress: report, keep the notebook running
         muscular = None
         print("shoulder muscles unavailable:", type(e).__name__, e)

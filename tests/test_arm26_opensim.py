@@ -43,8 +43,12 @@ def _compute(names):
     keep = [m for m in model.muscles.muscles if m.name in names]
     model = mu.with_muscles(model, keep)
     qs = jnp.asarray(REF["poses"])
-    L = jax.jit(jax.vmap(lambda q: mu.muscle_lengths(model, q)))(qs)
-    R = jax.jit(jax.vmap(lambda q: mu.moment_arms(model, q)))(qs)
+    # lax.map: the wrapped paths branch, and vmap would run every branch for every pose
+    L, R = jax.jit(
+        lambda qs: jax.lax.map(
+            lambda q: (mu.muscle_lengths(model, q), mu.moment_arms(model, q)), qs
+        )
+    )(qs)
     cols = [REF["muscles"].index(n) for n in model.muscle_names]
     Lr = np.asarray(REF["lengths_m"])[:, cols]
     Rr = np.asarray(REF["moment_arms_m"])[:, :, cols]

@@ -81,3 +81,18 @@ def test_bad_shapes_raise():
     model = arm26()
     with pytest.raises(ValueError, match="share_forces"):
         sharing.share_forces(model, np.zeros((3, 2)), np.zeros((3, 2)), np.zeros((2, 2)))
+
+
+def test_precomputed_paths_give_the_same_solution(case):
+    """Lengths and moment arms passed in (computed once elsewhere) give the activations the solver
+    finds from q; mismatched shapes are named."""
+    model, q, qd, tau, res = case
+    L = jax.jit(jax.vmap(lambda x: mu.muscle_lengths(model, x)))(q)
+    R = jax.jit(jax.vmap(lambda x: mu.moment_arms(model, x)))(q)
+    pre = sharing.share_forces(model, q, qd, tau, lengths=L, moment_arms=R)
+    np.testing.assert_allclose(pre.activations, res.activations, rtol=0, atol=1e-12)
+    assert pre.infeasible_frames.tolist() == res.infeasible_frames.tolist()
+    with pytest.raises(ValueError, match="both lengths and moment_arms"):
+        sharing.share_forces(model, q, qd, tau, lengths=L)
+    with pytest.raises(ValueError, match=r"moment_arms \(12, 2, 6\)"):
+        sharing.share_forces(model, q, qd, tau, lengths=L, moment_arms=R[:, :1])

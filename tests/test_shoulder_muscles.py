@@ -184,7 +184,7 @@ def _cylinder_sphere_lengths(names):
     from jaxmb.models.shoulder import shoulder
 
     m = sm.add_shoulder_muscles(shoulder("mobl", muscles=False), names=names, wrapping=True)
-    return m, jax.jit(jax.vmap(lambda q: jaxmb.muscle_lengths(m, q)))
+    return m, jax.jit(lambda qs: jax.lax.map(lambda q: jaxmb.muscle_lengths(m, q), qs))
 
 
 def _length_errors(model, lengths, poses):
