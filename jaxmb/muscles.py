@@ -736,9 +736,15 @@ def _apply_wrap_unrolled(path, w, pw, frame, active, owner, n, single):
     )
 
 
-def _apply_wrap_segments(path, w, wrap_line, Rg, pg, start, end, active, owner, n):
+def _apply_wrap_segments(
+    path, w, wrap_line, Rg, pg, start, end, active, owner, n, screen_line=None
+):
     """GeometryPath::applyWrapObjects for wrap slot ``w`` (may be traced) with ``wrap_line(p1, p2)``
-    in the wrap frame (Rg (3, 3), pg (3,) in ground) over the points ``start`` … ``end``."""
+    in the wrap frame (Rg (3, 3), pg (3,) in ground) over the points ``start`` … ``end``.
+
+    ``screen_line`` (default ``wrap_line``) wraps the candidate segments to choose one: it must
+    give ``wrap_line``'s code, and its tangent points and length wherever the code is WRAPPED
+    (only those enter the choice); the kept segment is wrapped by ``wrap_line``."""
     key = path.key.at[n + 2 * w].set(jnp.inf).at[n + 2 * w + 1].set(jnp.inf)
     path = _Path(key, path.pos, path.wlen, path.gpos, path.gval)
     m = key.shape[0]
@@ -760,7 +766,7 @@ def _apply_wrap_segments(path, w, wrap_line, Rg, pg, start, end, active, owner, 
     bw = jnp.where(cand[:, None], to_w(b), jnp.asarray(_SAFE_P2))
     # every candidate is wrapped only to choose (codes, lengthening: discrete): without derivatives
     code, r1, r2, wl = _wrap_candidates(
-        wrap_line, cand, jax.lax.stop_gradient(aw), jax.lax.stop_gradient(bw)
+        screen_line or wrap_line, cand, jax.lax.stop_gradient(aw), jax.lax.stop_gradient(bw)
     )
     T1 = r1 @ Rg.T + pg
     T2 = r2 @ Rg.T + pg
@@ -908,24 +914,30 @@ def _ellipsoid_line(p1, p2, size, axis, sign, single):
     return wr.ellipsoid_wrap_line(p1, p2, size, (axis, sign), single)
 
 
+def _ellipsoid_screen(p1, p2, size, axis, sign, single):
+    # the ellipsoid's code is never WRAPPED: the choice needs the code alone
+    return wr.ellipsoid_wrap_code(p1, p2, size), p1, p2, jnp.zeros((), p1.dtype)
+
+
 def _torus_line(p1, p2, size, axis, sign, single):
     return wr.torus_wrap_line(p1, p2, size[0], size[1], (axis, sign), single)
 
 
-# (wrap-object class, its size parameters (3,), line function); a new type is one more row
+# (wrap-object class, its size parameters (3,), line function, screen function: the line's code,
+# and its tangent points and length where the code is WRAPPED); a new type is one more row
 _WRAP_TYPES = (
-    (WrapCylinder, lambda w: (w.radius, w.length, 1.0), _cylinder_line),
-    (WrapSphere, lambda w: (w.radius, 1.0, 1.0), _sphere_line),
-    (WrapEllipsoid, lambda w: w.dimensions, _ellipsoid_line),
-    (WrapTorus, lambda w: (w.inner_radius, w.outer_radius, 1.0), _torus_line),
+    (WrapCylinder, lambda w: (w.radius, w.length, 1.0), _cylinder_line, _cylinder_line),
+    (WrapSphere, lambda w: (w.radius, 1.0, 1.0), _sphere_line, _sphere_line),
+    (WrapEllipsoid, lambda w: w.dimensions, _ellipsoid_line, _ellipsoid_screen),
+    (WrapTorus, lambda w: (w.inner_radius, w.outer_radius, 1.0), _torus_line, _torus_line),
 )
 
 
 def _wrap_type(wo) -> int:
-    for t, (cls, _, _) in enumerate(_WRAP_TYPES):
+    for t, (cls, *_) in enumerate(_WRAP_TYPES):
         if type(wo) is cls:
             return t
-    for t, (cls, _, _) in enumerate(_WRAP_TYPES):
+    for t, (cls, *_) in enumerate(_WRAP_TYPES):
         if isinstance(wo, cls):
             return t
     raise ModelError(f"wrap object {wo.name!r}: unsupported type {type(wo).__name__}")
@@ -952,8 +964,9 @@ class _WrapSlots(eqx.Module):
 
 def _path_kernel(X, active, slots: _WrapSlots, types: tuple, single: bool):
     """OpenSim's GeometryPath::applyWrapObjects for one muscle with padded wrap slots, the loop over
-    slots a ``lax.scan`` and the wrap type a ``lax.switch`` over ``types`` (line functions), so
-    that one program serves every muscle (``jax.vmap`` over muscles). Padded slots are no-ops.
+    slots a ``lax.scan`` and the wrap type a ``lax.switch`` over ``types`` ((line, screen)
+    function pairs, rows of ``_WRAP_TYPES``), so that one program serves every muscle. Padded
+    slots are no-ops.
 
     X: (N, 3) ground positions (m); active: (N,). Returns (length, path) as
     :func:`_wrapped_path`; path slots N + 2w, N + 2w + 1 are slot w's tangent points.
@@ -962,19 +975,32 @@ def _path_kernel(X, active, slots: _WrapSlots, types: tuple, single: bool):
     path, owner = _initial_path(X, active, nw)
     if nw == 0:
         return _current_length(path, owner), path
-    branches = [
-        (lambda f: lambda a, b, size, ax, sg: f(a, b, size, ax, sg, single))(f) for f in types
-    ]
 
-    def apply(path, w):
+    def switch(fs, w):
+        branches = [(lambda f: lambda *a: f(*a, single))(f) for f in fs]
+
         def line(a, b):
             args = (a, b, slots.size[w], slots.axis[w], slots.sign[w])
             if len(branches) == 1:
                 return branches[0](*args)
             return jax.lax.switch(slots.kind[w], branches, *args)
 
+        return line
+
+    def apply(path, w):
+        line, screen = (switch([t[k] for t in types], w) for k in (0, 1))
         new, result = _apply_wrap_segments(
-            path, w, line, slots.R[w], slots.p[w], slots.start[w], slots.end[w], active, owner, n
+            path,
+            w,
+            line,
+            slots.R[w],
+            slots.p[w],
+            slots.start[w],
+            slots.end[w],
+            active,
+            owner,
+            n,
+            screen,
         )
         new = jax.tree_util.tree_map(lambda x, y: jnp.where(slots.valid[w], x, y), new, path)
         return new, result
@@ -1038,7 +1064,7 @@ def _wrapped_path(mus: Muscle, X, active, frames):
     """
     kinds = _kinds([mus])
     slots = _wrap_slots(mus, frames, len(mus.wraps), kinds, X.shape[0])
-    types = tuple(_WRAP_TYPES[t][2] for t in kinds)
+    types = tuple(_WRAP_TYPES[t][2:] for t in kinds)
     return _path_kernel(X, active, slots, types, len(mus.wraps) == 1)
 
 
@@ -1147,7 +1173,7 @@ def _groups(model: Model, A_ext, q) -> list[_Group]:
                 stack(cols["slots"]),
                 stack(cols["wt"]),
                 tuple(idx),
-                tuple(_WRAP_TYPES[t][2] for t in kinds),
+                tuple(_WRAP_TYPES[t][2:] for t in kinds),
                 cat == 1,
                 tuple(body),
                 tuple(wbody),

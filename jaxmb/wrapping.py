@@ -344,7 +344,6 @@ def cylinder_wrap_line(p1, p2, radius, length, quadrant, single=True):
     r2 = jnp.where(hit2 & ((c2p - z1) ** 2 < (z2 - z1) ** 2), r2p, r2)
 
     beyond = ((r1[2] < -half) | (r1[2] > half)) & ((r2[2] < -half) | (r2[2] > half))
-    sense = jnp.where(long_wrap, -1.0, 1.0)
 
     if not single:
         r1, r2 = _slide_tangents(p1, p2, r1, r2, jnp.asarray(r, p1.dtype), long_wrap)
@@ -754,6 +753,8 @@ def _eberly_roots_jvp(primals, tangents):
     # the derivative of the iterate where OpenSim stops it (not of the exact root): its forward-
     # mode Jacobian, formed from the primal values, times the input tangents. Reverse mode then
     # stores no Newton steps (301 solves per wrap, 63 steps each, in every pass of the path).
+    # (The root's implicit derivative was tried: 5x cheaper, but it departs from the iterate's,
+    # and so from central differences of OpenSim's length, by up to 2.6e-7 relative.)
     out = _eberly_iterate(*primals)
     J = jax.jacfwd(_eberly_iterate, argnums=tuple(range(6)))(*primals)
     dt = tuple(sum(jnp.sum(Ji * ti) for Ji, ti in zip(Jo, tangents, strict=True)) for Jo in J)
@@ -1003,34 +1004,52 @@ def ellipsoid_wrap_line(p1, p2, dimensions, quadrant, single=True):
     )
 
 
-def _ellipsoid_wrap(p1, p2, dims, axis, sign):
-    e_ax = jnp.arange(3) == axis
-    factor = 3.0 / (dims[0] + dims[1] + dims[2])
-    P1, P2, a = p1 * factor, p2 * factor, dims * factor
+def _ellipsoid_crossing(P1, P2, a):
+    """The line P1 P2 against the ellipsoid of semi-axes a (scaled frame): (p1e, p2e, disc, l1,
+    l2): each end's implicit-surface value, the discriminant and the two crossing parameters."""
+    q1, q2 = P1 / a, P2 / a
+    p1e = ((-1.0 + q1[0] * q1[0]) + q1[1] * q1[1]) + q1[2] * q1[2]
+    p2e = ((-1.0 + q2[0] * q2[0]) + q2[1] * q2[1]) + q2[2] * q2[2]
+    f1, f2 = (P1 - P2) / a, P2 / a
+    aa = jnp.dot(f1, f1)
+    bb = 2.0 * jnp.dot(f1, f2)
+    cc = jnp.dot(f2, f2) - 1.0
+    disc = bb * bb - 4.0 * aa * cc
+    sq = _sqrt0(disc)
+    return p1e, p2e, disc, (-bb + sq) / (2.0 * aa), (-bb - sq) / (2.0 * aa)
 
-    def crossing(P1, P2):
-        q1, q2 = P1 / a, P2 / a
-        p1e = ((-1.0 + q1[0] * q1[0]) + q1[1] * q1[1]) + q1[2] * q1[2]
-        p2e = ((-1.0 + q2[0] * q2[0]) + q2[1] * q2[1]) + q2[2] * q2[2]
-        f1, f2 = (P1 - P2) / a, P2 / a
-        aa = jnp.dot(f1, f1)
-        bb = 2.0 * jnp.dot(f1, f2)
-        cc = jnp.dot(f2, f2) - 1.0
-        disc = bb * bb - 4.0 * aa * cc
-        sq = _sqrt0(disc)
-        return p1e, p2e, disc, (-bb + sq) / (2.0 * aa), (-bb - sq) / (2.0 * aa)
 
-    p1e, p2e, disc, l1, l2 = crossing(P1, P2)
+def _ellipsoid_code(P1, P2, a):
+    """WrapEllipsoid::wrapLine's result code from the scaled ends alone: (code, inside, wraps)."""
+    p1e, p2e, disc, l1, l2 = _ellipsoid_crossing(P1, P2, a)
     inside = (p1e < -_ELL_P_TOL) | (p2e < -_ELL_P_TOL)
     ppm = jnp.dot(_unit(P1), _unit(P2)) - 1.0
     collinear = jnp.abs(ppm) < _ELL_P_TOL
     hits = (disc >= 0.0) & (0.0 < l1) & (l1 < 1.0) & (0.0 < l2) & (l2 < 1.0)
     wraps = ~inside & ~collinear & hits
+    code = jnp.where(inside, INSIDE_RADIUS, jnp.where(wraps, MANDATORY_WRAP, NO_WRAP))
+    return code, inside, wraps
+
+
+def ellipsoid_wrap_code(p1, p2, dimensions):
+    """The code :func:`ellipsoid_wrap_line` returns, without the wrap: MANDATORY_WRAP, NO_WRAP or
+    INSIDE_RADIUS (OpenSim's ellipsoid never reports WRAPPED, so choosing among a PathWrap's
+    candidate segments needs no tangent points or lengths)."""
+    dims = jnp.asarray(dimensions, dtype=jnp.asarray(p1).dtype)
+    factor = 3.0 / (dims[0] + dims[1] + dims[2])
+    return _ellipsoid_code(p1 * factor, p2 * factor, dims * factor)[0]
+
+
+def _ellipsoid_wrap(p1, p2, dims, axis, sign):
+    e_ax = jnp.arange(3) == axis
+    factor = 3.0 / (dims[0] + dims[1] + dims[2])
+    P1, P2, a = p1 * factor, p2 * factor, dims * factor
+    code, inside, wraps = _ellipsoid_code(P1, P2, a)
     # the construction below runs on a stand-in segment that wraps where this one does not, so
     # that no NaN from the branches not taken reaches jax.grad
     P1 = jnp.where(wraps, P1, a * jnp.array([1.5, 0.2, 0.1]))
     P2 = jnp.where(wraps, P2, a * jnp.array([-1.5, 0.3, -0.1]))
-    p1e, p2e, _, l1, l2 = crossing(P1, P2)
+    p1e, p2e, _, l1, l2 = _ellipsoid_crossing(P1, P2, a)
     p1p2 = P1 - P2
     r1 = P2 + l1 * p1p2
     r2 = P2 + l2 * p1p2
@@ -1130,7 +1149,6 @@ def _ellipsoid_wrap(p1, p2, dims, axis, sign):
     far = (sign != 0) & (n >= 2) & wrong
     length = jnp.where(far, lengths[1], lengths[0])
 
-    code = jnp.where(inside, INSIDE_RADIUS, jnp.where(wraps, MANDATORY_WRAP, NO_WRAP))
     return (
         code,
         jnp.where(wraps, R1 / factor, p1),
