@@ -7,10 +7,12 @@ point's position in ground). Targets (issue 9): lengths 1e-8 m, moment arms 1e-6
 
 - Path points of every muscle of every model, all point kinds, on merged/renamed bodies: 1e-12 m.
 - Muscles whose path OpenSim does not wrap at that pose: asserted at 1e-10 m (L) and 1e-7 m (R,
-  limited by the differences' rounding); measured ~1e-15 m and ~1e-9 m.
-- Muscles that wrap: the targets, except the muscles in ``WRAP_MEASURED`` (wrap geometry, not the
-  import), which are held to their measured errors so they cannot get worse unnoticed; the table
-  in ``docs/osim_import.md`` lists them.
+  limited by the differences' rounding); measured ~1e-15 m and ~1e-10 m.
+- Muscles that wrap: the targets at every wrapped pose of every muscle (measured ≤ 1.2e-11 m and,
+  but for the two poses below, ≤ 2e-7 m), except the (muscle, pose) pairs in ``WRAP_MEASURED``,
+  where OpenSim's length is not differentiable at the scale of the central differences, held
+  to their measured errors so they cannot get worse unnoticed; ``docs/osim_import.md`` has the
+  table and the analysis.
 """
 
 from __future__ import annotations
@@ -46,11 +48,27 @@ REF = json.loads((DATA / "osim_muscles_reference.json").read_text())
 POINTS = json.loads((DATA / "osim_reference.json").read_text())
 L_TARGET, R_TARGET = 1e-8, 1e-6
 L_TOL, R_TOL = 1e-10, 1e-7  # where nothing wraps
-# muscle: (length error m, moment-arm error m) measured where OpenSim wraps, with the wrapping of
-# commit 5cd969c (ellipsoids are not yet OpenSim's algorithm); see docs/osim_import.md
-WRAP_MEASURED: dict[str, dict[str, tuple[float, float]]] = {
-    "arm26": {"TRIlong": (2.0e-2, 4.3e-2), "BIClong": (5.3e-3, 2.9e-2)},
-    "mobl_arms": {},
+# (muscle, reference pose): (length bound, moment-arm bound) m, where OpenSim's length is not
+# differentiable at the scale of the reference's central differences (h = 1e-6), so that its
+# −dL/dq there is no reference; the lengths meet the target, the moment arms are held to the
+# measured errors. jaxmb's closed form is the slope of OpenSim's smooth pieces there (checked
+# against fits of OpenSim's length over ±2e-5 rad). Every other wrapped pose meets the targets.
+WRAP_MEASURED: dict[str, dict[tuple[str, int], tuple[float, float]]] = {
+    "mobl_arms": {
+        # WrapCylinder's multi-object tangency loop (LAT_TMAJhh or TMAJ_LAThum, r = 7 mm) runs to
+        # its 100-pass cap while the tangent points slide apart (a ~1.1 m helix); the helix sample
+        # count ⌊length / 2 mm⌋ at one of its sliding steps flips every few µrad of shoulder_rot
+        # and L jumps by 2.4e-9 m; one jump lies between q and q + 5e-7, inside the difference's
+        # ±1e-6. jaxmb has the same jumps (≤ 4.4e-15 m over 41 poses in ±1e-5); R 0.0031515 vs
+        # the pieces' slope 0.003151–0.003152, vs the straddling difference 0.0041621.
+        ("LAT3", 23): (L_TARGET, 1.02e-3),
+        # torus ECRL: the line passes 1.1 mm from the torus axis, where OpenSim's circle residual
+        # jumps; lmdif (forward-difference Jacobian, xtol 1e-4) stops off any root (f = ∓5.5e-3)
+        # and its iterate carries rounding: L is rough at 1.2e-11 m in OpenSim and in jaxmb
+        # alike, so the difference has ±6e-6 m noise (5.8e-6 on elv_angle, which ECRL does not
+        # cross: jaxmb 5e-15); jaxmb's elbow_flexion R −0.0575567 vs a cubic fit's −0.0575566.
+        ("ECRL", 3): (L_TARGET, 5.9e-6),
+    },
 }
 # compiling lengths + moment arms of every muscle of a model takes minutes on a shared 2-core
 # machine (wrapping above all): the whole models run in the slow suite, a light subset by default
@@ -68,9 +86,27 @@ def _imported(key):
     return imp, model, skipped, r
 
 
+_CHUNK = 4
+
+
 @eqx.filter_jit
+def _lengths_and_arms_chunk(model, qs):
+    return jax.lax.map(lambda q: (muscle_lengths(model, q), moment_arms(model, q)), qs)
+
+
 def _lengths_and_arms(model, qs):
-    return jax.vmap(lambda q: (muscle_lengths(model, q), moment_arms(model, q)))(qs)
+    """L (n, nm) and R (n, nq, nm) at the poses ``qs`` (n, nq): ``lax.map`` over the poses, not
+    ``vmap`` (the wrapped paths branch: lax.cond / lax.switch / while loops; under vmap every
+    branch runs, arm26 16x slower), in chunks of ``_CHUNK`` poses (the last one padded) so that one
+    compile of a model serves any number of poses."""
+    qs = np.asarray(qs)
+    n = qs.shape[0]
+    qs = np.concatenate([qs, np.repeat(qs[-1:], -n % _CHUNK, axis=0)])
+    out = [
+        _lengths_and_arms_chunk(model, jnp.asarray(qs[i : i + _CHUNK]))
+        for i in range(0, len(qs), _CHUNK)
+    ]
+    return tuple(np.concatenate([np.asarray(o[k]) for o in out])[:n] for k in (0, 1))
 
 
 @pytest.fixture(
@@ -80,23 +116,33 @@ def _lengths_and_arms(model, qs):
 def evaluated(request):
     key = request.param
     imp, model, skipped, r = _imported(key)
-    L, R = _lengths_and_arms(model, jnp.asarray([p["q"] for p in r["poses"]]))
-    return key, imp, model, skipped, r, np.asarray(L), np.asarray(R)
+    L, R = _lengths_and_arms(model, [p["q"] for p in r["poses"]])
+    return key, imp, model, skipped, r, L, R
 
 
-def _errors(key, model, r, L, R):
-    """Per muscle: (max |ΔL| where unwrapped, max |ΔR| unwrapped, same two where wrapped)."""
+def _errors(key, model, r, L, R, held=()):
+    """Per muscle: (max |ΔL| where unwrapped, max |ΔR| unwrapped, same two where wrapped), the
+    (muscle, pose) pairs in ``held`` left out."""
     out = {}
     for m, name in enumerate(model.muscle_names):
         k = r["muscles"].index(name)
         e = [0.0, 0.0, 0.0, 0.0]
         for p, pose in enumerate(r["poses"]):
-            dl = abs(L[p, m] - pose["muscle_lengths"][k])
-            dr = np.abs(R[p, :, m] - np.asarray(pose["moment_arms_fd"])[:, k]).max()
+            if (name, p) in held:
+                continue
+            dl, dr = _pose_error(r, L, R, m, name, p)
             w = 2 if pose["wrap_points"][k] > 0 else 0
             e[w], e[w + 1] = max(e[w], dl), max(e[w + 1], dr)
         out[name] = tuple(e)
     return out
+
+
+def _pose_error(r, L, R, m, name, p):
+    """(|ΔL|, max |ΔR| over the coordinates) of muscle ``name`` (column m of L, R) at pose p."""
+    k = r["muscles"].index(name)
+    pose = r["poses"][p]
+    dl = abs(L[p, m] - pose["muscle_lengths"][k])
+    return dl, np.abs(R[p, :, m] - np.asarray(pose["moment_arms_fd"])[:, k]).max()
 
 
 @pytest.mark.parametrize(
@@ -109,8 +155,8 @@ def test_light_subset_matches_opensim(key):
     imp = read_osim(DATA / "osim" / r["file"], zero_inertia=tuple(r["phantoms"]))
     model = model_with_muscles(imp, only=LIGHT[key])
     assert set(model.muscle_names) == set(LIGHT[key])
-    L, R = _lengths_and_arms(model, jnp.asarray([p["q"] for p in r["poses"]]))
-    errs = _errors(key, model, r, np.asarray(L), np.asarray(R))
+    L, R = _lengths_and_arms(model, [p["q"] for p in r["poses"]])
+    errs = _errors(key, model, r, L, R)
     for name, (el, er, wl, wr) in errs.items():
         assert wl == wr == 0.0  # OpenSim does not wrap these
         assert el < L_TOL, f"{key}/{name}: length error {el:.2e} m"
@@ -137,11 +183,15 @@ def test_unwrapped_lengths_and_moment_arms_match_opensim(evaluated):
 
 def test_wrapped_lengths_and_moment_arms_match_opensim(evaluated):
     key, imp, model, skipped, r, L, R = evaluated
-    known = WRAP_MEASURED.get(key, {})
-    for name, (_, _, el, er) in _errors(key, model, r, L, R).items():
-        lt, rt = known.get(name, (L_TARGET, R_TARGET))
-        assert el <= 1.01 * lt, f"{key}/{name}: wrapped length error {el:.2e} m (held {lt:.1e})"
-        assert er <= 1.01 * rt, f"{key}/{name}: wrapped moment-arm error {er:.2e} m (held {rt:.1e})"
+    held = WRAP_MEASURED.get(key, {})
+    for name, (_, _, el, er) in _errors(key, model, r, L, R, held).items():
+        assert el < L_TARGET, f"{key}/{name}: wrapped length error {el:.2e} m"
+        assert er < R_TARGET, f"{key}/{name}: wrapped moment-arm error {er:.2e} m"
+    for (name, p), (lt, rt) in held.items():
+        assert r["poses"][p]["wrap_points"][r["muscles"].index(name)] > 0, (name, p)
+        el, er = _pose_error(r, L, R, model.muscle_names.index(name), name, p)
+        assert el < lt, f"{key}/{name} pose {p}: length error {el:.2e} m (held {lt:.1e})"
+        assert er < rt, f"{key}/{name} pose {p}: moment-arm error {er:.2e} m (held {rt:.1e})"
 
 
 @pytest.mark.parametrize(
@@ -422,10 +472,7 @@ def test_live_against_opensim(key):
 
     r = mk.reference(key, np.random.default_rng(11), 2)
     imp, model, skipped, _ = _imported(key)
-    L, R = _lengths_and_arms(model, jnp.asarray([p["q"] for p in r["poses"]]))
-    errs = _errors(key, model, r, np.asarray(L), np.asarray(R))
-    known = WRAP_MEASURED.get(key, {})
-    for name, (el, er, wl, wr) in errs.items():
+    L, R = _lengths_and_arms(model, [p["q"] for p in r["poses"]])
+    for name, (el, er, wl, wr) in _errors(key, model, r, L, R).items():
         assert el < L_TOL and er < R_TOL, (name, el, er)
-        lt, rt = known.get(name, (L_TARGET, R_TARGET))
-        assert wl <= 1.01 * lt and wr <= 1.01 * rt, (name, wl, wr)
+        assert wl < L_TARGET and wr < R_TARGET, (name, wl, wr)

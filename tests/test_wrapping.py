@@ -250,3 +250,36 @@ def test_sphere_end_inside_has_finite_gradient(quadrant):
         axis=1,
     )
     np.testing.assert_allclose(J, fd, atol=1e-7)
+
+
+# Torus ECRL of MoBL-ARMS at the muscle reference's pose 3 (segment ECRL-P1 → ECRL-P2 in the torus
+# frame, m): the line passes 1.1 mm from the torus axis, where OpenSim's circle residual jumps,
+# and lmdif (xtol 1e-4) stops off any root (f = ∓5.5e-3 at its last iterate from either end).
+# The implicit derivative of a root, −f_t/f_u, gave up to 2.2e3 here (ECRL moment arm 10.9 m vs
+# OpenSim's 0.058 m); the iterate's forward-mode Jacobian is what OpenSim's length follows.
+ECRL_TORUS_P1 = [0.0589487, 0.1243806, -0.24779116]
+ECRL_TORUS_P2 = [0.02068109, 0.04528119, -0.09933755]
+
+
+def test_torus_gradient_where_lmdif_stops_off_a_root():
+    """jax.grad of the wrapped length equals central differences (h = 1e-7; the length is rough
+    at ~1e-11 m here, OpenSim's too, and jumps within 1e-6 in some directions)."""
+    p1, p2 = jnp.asarray(ECRL_TORUS_P1), jnp.asarray(ECRL_TORUS_P2)
+    for a, b in ((p1, p2), (p2, p1)):
+        u = wr._circle_u(a, b, 0.016)
+        assert abs(float(wr._circle_resid(u, a, b, 0.016))) > 5e-3  # not a root
+
+    @jax.jit
+    def length(x):
+        code, r1, r2, wl = wr.torus_wrap_line(x[:3], x[3:], 0.008, 0.016)
+        return jnp.linalg.norm(x[:3] - r1) + wl + jnp.linalg.norm(r2 - x[3:]), code
+
+    x = jnp.concatenate([p1, p2])
+    assert int(length(x)[1]) == wr.WRAPPED
+    g = np.asarray(jax.grad(lambda x: length(x)[0])(x))
+    h = 1e-7
+    fd = [
+        (float(length(x.at[i].add(h))[0]) - float(length(x.at[i].add(-h))[0])) / (2 * h)
+        for i in range(6)
+    ]
+    np.testing.assert_allclose(g, fd, rtol=0, atol=1e-3)  # |g| up to 18; measured 1.0e-4

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from make_osim_reference import MODELS, couplings, osim_state  # noqa: E402
 
 HERE = Path(__file__).parent
-N_POSES = {"arm26": 12, "leg6dof9musc": 8, "gait2354_simbody": 4, "mobl_arms": 12}
+N_POSES = {"arm26": 12, "leg6dof9musc": 8, "gait2354_simbody": 4, "mobl_arms": 36}
 H = 1e-6
 
 

@@ -35,8 +35,9 @@ def main(keys) -> None:
         model = model_with_muscles(imp, skip_unsupported=True, skipped=skipped)
         qs = jnp.asarray([p["q"] for p in r["poses"]])
         t = time.perf_counter()
+        # lax.map over the poses: under vmap every branch of the wrapping code runs (16x slower)
         f = eqx.filter_jit(
-            lambda m, qs: jax.vmap(lambda q: (muscle_lengths(m, q), moment_arms(m, q)))(qs)
+            lambda m, qs: jax.lax.map(lambda q: (muscle_lengths(m, q), moment_arms(m, q)), qs)
         )
         L, R = (np.asarray(a) for a in f(model, qs))
         dt = time.perf_counter() - t
