@@ -47,7 +47,13 @@ from .dynamics import (  # noqa: E402
     potential_energy,
     premodel_dynamics,
 )
-from .muscles import moment_arms, muscle_lengths, muscle_velocities, with_muscles  # noqa: E402
+from .muscles import (  # noqa: E402
+    lengths_and_moment_arms,
+    moment_arms,
+    muscle_lengths,
+    muscle_velocities,
+    with_muscles,
+)
 from .newton_euler import joint_loads  # noqa: E402
 from .sharing import share_forces  # noqa: E402
 from .simulate import ERKResult, SimulationError, Trajectory, erk_solve, simulate, simulate_batch  # noqa: E402

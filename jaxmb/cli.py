@@ -414,7 +414,7 @@ def _cmd_moment_arms(args) -> int:
     import jax.numpy as jnp
 
     from .model import ModelError
-    from .muscles import moment_arms, muscle_lengths
+    from .muscles import lengths_and_moment_arms
 
     name, model, builtin = _resolve_model(args.model)
     if model.muscles is None or not model.muscle_names:
@@ -441,11 +441,14 @@ def _cmd_moment_arms(args) -> int:
     Q[:, k] = xs
 
     chunk = min(args.steps, 32)
+
     # lax.map, not vmap: wrapped paths branch (OpenSim's choices, early-exit iterations), and a
     # vmapped branch runs every side for every pose (arm26: 22x slower on a CPU)
-    f = jax.jit(
-        lambda Q: jax.lax.map(lambda q: (moment_arms(model, q)[k], muscle_lengths(model, q)), Q)
-    )
+    def row_and_lengths(q):
+        L, R = lengths_and_moment_arms(model, q)
+        return R[k], L
+
+    f = jax.jit(lambda Q: jax.lax.map(row_and_lengths, Q))
     R, L = [], []
     t0 = time.perf_counter()
     n_chunks = -(-args.steps // chunk)

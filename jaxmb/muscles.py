@@ -82,6 +82,7 @@ __all__ = [
     "muscle_lengths",
     "muscle_velocities",
     "moment_arms",
+    "lengths_and_moment_arms",
     "moment_arm_terms",
     "path_geometry",
     "natural_cubic_spline",
@@ -1258,7 +1259,8 @@ def moment_arm_terms(model: Model, kin):
 
 def _gmlav(model: Model, q, kin):
     """Per muscle: the GMLAV E_ki and its moment Ê_ki of every body (Definitions 3–5), and the
-    moving-point term. Returns E (nb, nm, 3), Ê (nb, nm, 3), R_moving (nq, nm).
+    moving-point term. Returns E (nb, nm, 3), Ê (nb, nm, 3), R_moving (nq, nm) and the path
+    lengths L (nm,) (the same pass: one evaluation of the paths gives both).
 
     The pull of the path on each of its points is f = −∂L/∂x (ground), the derivative of the
     path length with respect to that point's ground position at fixed wrap objects; between two
@@ -1272,14 +1274,15 @@ def _gmlav(model: Model, q, kin):
     E = jnp.zeros((nb + 1, len(ms.muscles), 3), kin.A.dtype)
     Eh = jnp.zeros_like(E)
     R_mov = jnp.zeros((nq, len(ms.muscles)), kin.A.dtype)
+    L = jnp.zeros(len(ms.muscles), kin.A.dtype)
     for g in _groups(model, A_ext, q):
 
         def length(X, R, p, active, slots, g=g):
             slots = eqx.tree_at(lambda s: (s.R, s.p), slots, (R, p))
             return _path_kernel(X, active, slots, g.types, g.single)[0]
 
-        gX, gR, gp = _over_muscles(
-            jax.grad(length, argnums=(0, 1, 2)),
+        Lg, (gX, gR, gp) = _over_muscles(
+            jax.value_and_grad(length, argnums=(0, 1, 2)),
             g.slots.R.shape[1],
             g.X,
             g.slots.R,
@@ -1288,6 +1291,7 @@ def _gmlav(model: Model, q, kin):
             g.slots,
         )
         m = np.asarray(g.index)
+        L = L.at[m].set(Lg)
         slot = np.asarray(g.body)
         Rb = A_ext[slot, :3, :3]
         F = -jnp.einsum("gkba,gkb->gka", Rb, gX)  # body axes
@@ -1302,7 +1306,7 @@ def _gmlav(model: Model, q, kin):
             couple = -jnp.einsum("gwba,gwb->gwa", Rwb, axes)
             E = E.at[sb, m[:, None]].add(Fw)
             Eh = Eh.at[sb, m[:, None]].add(jnp.cross(g.wrap_translation, Fw) + couple)
-    return E[:nb], Eh[:nb], R_mov
+    return E[:nb], Eh[:nb], R_mov, L
 
 
 def moment_arms(
@@ -1316,10 +1320,20 @@ def moment_arms(
     Over many poses of wrapped paths prefer ``jax.lax.map`` to ``jax.vmap`` on a CPU (see
     :func:`muscle_lengths`).
     """
+    return lengths_and_moment_arms(model, q, method)[1]
+
+
+def lengths_and_moment_arms(
+    model: Model, q: Float[Array, " nq"], method: str = "dense"
+) -> tuple[Float[Array, " nm"], Float[Array, "nq nm"]]:
+    """Path lengths L(q) (nm,) m and the moment-arm matrix R(q) (nq, nm) from one evaluation of the
+    paths (the GMLAV's derivative pass also gives the lengths): what :func:`muscle_lengths` and
+    :func:`moment_arms` return, at about the cost, and the compile time, of the latter alone.
+    """
     ms = _muscle_set(model)
     kin = kinematics(model, q, second_order=False)
     gamma, beta = moment_arm_terms(model, kin)
-    E, Eh, R_mov = _gmlav(model, q, kin)
+    E, Eh, R_mov, L = _gmlav(model, q, kin)
     rev = jnp.asarray(model.is_revolute, dtype=kin.J.dtype)
     if method == "dense":
         R = jnp.einsum("ila,ima->lm", gamma, E) + jnp.einsum(
@@ -1340,7 +1354,7 @@ def moment_arms(
         R = jnp.stack(cols, axis=1)
     else:
         raise ValueError(f"moment_arms: unknown method {method!r}; use 'dense' or 'sparse'")
-    return R + R_mov
+    return L, R + R_mov
 
 
 def muscle_velocities(model: Model, q, qd) -> Float[Array, " nm"]:

@@ -31,7 +31,7 @@ from jaxtyping import Array, Float
 
 from .hill import rigid_tendon_coefficients
 from .model import Model
-from .muscles import moment_arms, muscle_lengths
+from .muscles import lengths_and_moment_arms
 
 __all__ = ["SharingResult", "share_forces", "sharing_problem", "solve_sharing_qp"]
 
@@ -60,8 +60,10 @@ def sharing_problem(model: Model, q, qd, tau, lengths=None, arms=None):
     ``M = R diag(F_a)`` (nq, nm) and ``b = τ − R F_p`` (nq,). ``lengths`` (nm,) m and ``arms``
     (nq, nm) are the frame's path lengths and moment arms when already known (else computed)."""
     p = model.muscles.params
-    R = moment_arms(model, q) if arms is None else arms
-    L = muscle_lengths(model, q) if lengths is None else lengths
+    if arms is None or lengths is None:
+        L, R = lengths_and_moment_arms(model, q)
+    L = L if lengths is None else lengths
+    R = R if arms is None else arms
     Fa, Fp = rigid_tendon_coefficients(p, L, -R.T @ qd)
     return R * Fa[None, :], tau - R @ Fp, Fa, Fp, R
 

@@ -77,8 +77,12 @@ def random_bodies(rng, nb, prismatic_fraction=0.3, massless_fraction=0.15, chain
         )
         if prismatic:
             bodies.append(
-                mb.Body(joint="prismatic", offset_axis=tuple(_unit(rng)),
-                        angle=float(rng.uniform(-np.pi, np.pi)), **common)
+                mb.Body(
+                    joint="prismatic",
+                    offset_axis=tuple(_unit(rng)),
+                    angle=float(rng.uniform(-np.pi, np.pi)),
+                    **common,
+                )
             )
         else:
             bodies.append(

@@ -44,11 +44,7 @@ def _compute(names):
     model = mu.with_muscles(model, keep)
     qs = jnp.asarray(REF["poses"])
     # lax.map: the wrapped paths branch, and vmap would run every branch for every pose
-    L, R = jax.jit(
-        lambda qs: jax.lax.map(
-            lambda q: (mu.muscle_lengths(model, q), mu.moment_arms(model, q)), qs
-        )
-    )(qs)
+    L, R = jax.jit(lambda qs: jax.lax.map(lambda q: mu.lengths_and_moment_arms(model, q), qs))(qs)
     cols = [REF["muscles"].index(n) for n in model.muscle_names]
     Lr = np.asarray(REF["lengths_m"])[:, cols]
     Rr = np.asarray(REF["moment_arms_m"])[:, :, cols]

@@ -196,6 +196,22 @@ def test_wrapped_moment_arms_equal_minus_dL_dq(kind, quadrant, seed):
     assert _rel_err(R, R_ad) < TOL
 
 
+def test_lengths_and_moment_arms_from_one_pass():
+    """lengths_and_moment_arms (one evaluation of the paths) equals muscle_lengths and moment_arms
+    evaluated apart, on a wrapped path, at the pose and near it."""
+    model, q, _ = _wrap_case(7, "cylinder")
+
+    @jax.jit
+    def both(x):
+        L, R = mu.lengths_and_moment_arms(model, x)
+        return L, R, mu.muscle_lengths(model, x), mu.moment_arms(model, x)
+
+    for x in (q, q + 0.05):
+        L, R, L_ref, R_ref = both(x)
+        np.testing.assert_allclose(L, L_ref, rtol=1e-15, atol=0)
+        np.testing.assert_allclose(R, R_ref, rtol=1e-15, atol=0)
+
+
 def test_cylinder_wrap_is_the_unrolled_geodesic():
     """Independent characterization of the shortest wrap: the tangent lines meet the surface
     tangentially and continue smoothly (G1) into a helix, whose length is the hypotenuse of the

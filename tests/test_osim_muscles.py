@@ -41,7 +41,7 @@ from jaxmb.io.osim import (
     read_osim,
 )
 from jaxmb.kinematics import body_transforms
-from jaxmb.muscles import moment_arms, muscle_lengths
+from jaxmb.muscles import lengths_and_moment_arms
 
 DATA = Path(__file__).parent / "data"
 REF = json.loads((DATA / "osim_muscles_reference.json").read_text())
@@ -91,7 +91,7 @@ _CHUNK = 4
 
 @eqx.filter_jit
 def _lengths_and_arms_chunk(model, qs):
-    return jax.lax.map(lambda q: (muscle_lengths(model, q), moment_arms(model, q)), qs)
+    return jax.lax.map(lambda q: lengths_and_moment_arms(model, q), qs)
 
 
 def _lengths_and_arms(model, qs):

@@ -43,7 +43,7 @@ def nowrap():
 
 def _compiled(m):
     """One compiled function for L(q) and R(q) (shared kinematics, one compile)."""
-    return m, jax.jit(lambda q: (jaxmb.muscle_lengths(m, q), jaxmb.moment_arms(m, q)))
+    return m, jax.jit(lambda q: jaxmb.lengths_and_moment_arms(m, q))
 
 
 def _sweep_errors(model, LR, variant, step):

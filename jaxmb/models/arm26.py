@@ -35,6 +35,7 @@ from ..muscles import (
 
 __all__ = ["arm26", "body_fixed_xyz"]
 
+
 def _vec(el, tag, n=3):
     node = el.find(tag)
     if node is None or node.text is None:
