@@ -4,6 +4,9 @@ Referee: ``tests/data/shoulder_muscle_reference.json`` (``make_shoulder_muscle_r
 OpenSim's path lengths L and −dL/dq by central differences (h = 1e-6 rad) over the seed's sweeps
 (each shoulder coordinate at 1° steps over its range, the others at 0), for the model as written
 (``wrapped``) and with every wrap object inactive (``nowrap``). jaxmb's R is the seed's closed form.
+Wrapped moment arms are held to 1e-6 m at every pose but the (muscle, sweep, pose) entries of
+``WRAPPED_MEASURED``, where the reference's difference is not the derivative to 1e-6 m; those are
+held to their measured errors and checked against a finer difference of live OpenSim.
 """
 
 from __future__ import annotations
@@ -46,22 +49,30 @@ def _compiled(m):
     return m, jax.jit(lambda q: jaxmb.lengths_and_moment_arms(m, q))
 
 
-def _sweep_errors(model, LR, variant, step):
-    """Max |ΔL| and |ΔR| per muscle per swept coordinate: (3, nm) each."""
-    rows = [model.coordinate_names.index(c) for c in REF["coordinates"]]
+def _pose_errors(model, LR, variant, c, i):
+    """|ΔL| (nm,) and |ΔR| (nm,), the latter max over the swept columns, at pose i of sweep c."""
+    d = REF[variant][c]
+    q = np.zeros(model.nq)
+    q[model.coordinate_names.index(c)] = d["q"][i]
+    L, R = LR(q)
+    rows = [model.coordinate_names.index(j) for j in REF["coordinates"]]
+    eR = np.abs(np.asarray(R)[rows] - np.asarray(d["moment_arm"][i])).max(axis=0)
+    return np.abs(np.asarray(L) - np.asarray(d["length"][i])), eR
+
+
+def _sweep_errors(model, LR, variant, step, held=()):
+    """Max |ΔL| and |ΔR| per muscle per swept coordinate: (3, nm) each. The (muscle, coordinate,
+    pose index) entries of ``held`` are left out of |ΔR| (see ``WRAPPED_MEASURED``)."""
     eL, eR = [], []
     for c in REF["coordinates"]:
-        d = REF[variant][c]
-        qs = np.asarray(d["q"])[::step]
-        Lo = np.asarray(d["length"])[::step]
-        Ro = np.asarray(d["moment_arm"])[::step]
         dl, dr = np.zeros(len(REF["muscles"])), np.zeros(len(REF["muscles"]))
-        for k, x in enumerate(qs):
-            q = np.zeros(model.nq)
-            q[model.coordinate_names.index(c)] = x
-            L, R = LR(q)
-            dl = np.maximum(dl, np.abs(np.asarray(L) - Lo[k]))
-            dr = np.maximum(dr, np.abs(np.asarray(R)[rows] - Ro[k]).max(axis=0))
+        for i in range(0, len(REF[variant][c]["q"]), step):
+            el, er = _pose_errors(model, LR, variant, c, i)
+            for name, hc, hi in held:
+                if (hc, hi) == (c, i):
+                    er[REF["muscles"].index(name)] = 0.0
+            dl = np.maximum(dl, el)
+            dr = np.maximum(dr, er)
         eL.append(dl)
         eR.append(dr)
     return np.array(eL), np.array(eR)
@@ -218,18 +229,92 @@ def test_wrapped_tmaj_lat_lengths_full_sweeps():
     assert err.max() < 1e-12, dict(zip(model.muscle_names, err.max(axis=0), strict=True))
 
 
+R_TARGET = 1e-6  # m, the seed's moment-arm target (Issue 6)
+# (muscle, swept coordinate, pose index into REF["wrapped"][coordinate]) → moment-arm bound (m,
+# max over the three columns) where the reference's central difference (h = 1e-6) is not
+# OpenSim's derivative to R_TARGET: held to the measured error so that it cannot get worse
+# unnoticed, and checked against OpenSim's five-point difference in
+# test_held_poses_match_a_finer_opensim_difference; every other (muscle, pose) stays held to
+# R_TARGET.
+WRAPPED_MEASURED: dict[tuple[str, str, int], float] = {
+    # SUBSC over the SUBSCAP ellipsoid at shoulder_rot = −88° (q = −1.53588974175501): OpenSim's
+    # length is smooth there (no jump: 33 wrap points over ±2e-5 rad and at ±1e-4; a quintic fits
+    # 81 samples over ±2e-6 rad to 3e-17 m rms), but its third derivative is 1.75e7 m/rad³ along
+    # shoulder_rot (1.46e7 along shoulder_elv): fan sample 144/300 of the hybrid method sits where
+    # the nearest-point map is near-singular (its direction to the surface turns at 1.4e4 rad/rad,
+    # 70° over ±4e-5 rad) and swings c1, the wrapping plane and L with it (the other 297 samples
+    # together turn at 274 rad/rad). The difference's truncation error h²L'''/6 is then
+    # 2.92e-6 m (2.44e-6 m): jaxmb − reference = +2.917e-6 (shoulder_rot), +2.438e-6
+    # (shoulder_elv), 2.8e-11 (elv_angle). jaxmb's lengths equal OpenSim's to 1.7e-16 m on the
+    # grids, and its R equals the fitted slope to 7e-12 m, OpenSim's central difference at
+    # h = 1e-7 to 2.9e-8 m (its own h²L'''/6) and the five-point one at h = 1e-6 to 5.6e-10 m
+    # (h = 1e-5: 2.9e-4 m off, h = 1e-4: 1.6e-2 m; the arm drops 0.048 → 0.027 over ±2e-5 rad).
+    # The next pose (−87°, L''' = −1.3e6) is off by 2.2e-7 m, within R_TARGET.
+    ("SUBSC", "shoulder_rot", 2): 2.95e-6,
+}
+
+
+def _assert_wrapped_moment_arms(wrapped, step):
+    _, eR = _sweep_errors(*wrapped, "wrapped", step, held=WRAPPED_MEASURED)
+    assert eR.max() < R_TARGET, {n: eR[:, k].tolist() for k, n in enumerate(sm.MUSCLES)}
+    for (name, c, i), bound in WRAPPED_MEASURED.items():
+        er = _pose_errors(*wrapped, "wrapped", c, i)[1][REF["muscles"].index(name)]
+        assert R_TARGET <= er < bound, f"{name} {c}[{i}]: {er:.3e} m (held {bound:.2e})"
+
+
 @pytest.mark.slow
 def test_wrapped_moment_arms_match_opensim(wrapped):
     """The seed's target: moment arms within 1e-6 m of −dL/dq of OpenSim's wrapped path (slow:
-    compiling the 14 wrapped paths takes minutes)."""
-    _, eR = _sweep_errors(*wrapped, "wrapped", SUBSAMPLE)
-    assert eR.max() < 1e-6, {n: eR[:, k].tolist() for k, n in enumerate(sm.MUSCLES)}
+    compiling the 14 wrapped paths takes minutes), but the poses of ``WRAPPED_MEASURED``, held to
+    their measured errors."""
+    _assert_wrapped_moment_arms(wrapped, SUBSAMPLE)
 
 
 @pytest.mark.slow
 def test_wrapped_full_sweep(wrapped):
-    _, eR = _sweep_errors(*wrapped, "wrapped", 1)
-    assert eR.max() < 1e-6, {n: eR[:, k].tolist() for k, n in enumerate(sm.MUSCLES)}
+    _assert_wrapped_moment_arms(wrapped, 1)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    __import__("importlib").util.find_spec("opensim") is None, reason="opensim not installed"
+)
+def test_held_poses_match_a_finer_opensim_difference(wrapped):
+    """At the ``WRAPPED_MEASURED`` poses jaxmb's R is OpenSim's derivative: within 5e-9 m of live
+    OpenSim's five-point difference (h = 1e-6, truncation h⁴L⁽⁵⁾/30; measured ≤ 5.6e-10 m) in
+    every column, while the reference's two-point difference (recomputed live) is off by more
+    than R_TARGET."""
+    import sys
+
+    sys.path.insert(0, str(DATA))
+    from make_shoulder_muscle_reference import Lengths
+
+    model, LR = wrapped
+    live = Lengths(True)
+    h = 1e-6
+    for name, c, i in WRAPPED_MEASURED:
+        k = REF["muscles"].index(name)
+        x = REF["wrapped"][c]["q"][i]
+        q = np.zeros(model.nq)
+        q[model.coordinate_names.index(c)] = x
+        R = np.asarray(LR(q)[1])[:, k]
+        off = 0.0
+        for n, j in enumerate(REF["coordinates"]):
+
+            def L(t, j=j):
+                pose = {c: x}
+                pose[j] = pose.get(j, 0.0) + t
+                return live(pose)[k]
+
+            two = -(L(h) - L(-h)) / (2 * h)
+            five = -(-L(2 * h) + 8 * L(h) - 8 * L(-h) + L(-2 * h)) / (12 * h)
+            rj = R[model.coordinate_names.index(j)]
+            # the reference's difference again (to an ulp of L over 2h: OpenSim's last bits
+            # depend on the state's history, 1.4e-11 m here)
+            assert abs(two - REF["wrapped"][c]["moment_arm"][i][n][k]) < 1e-10, (name, c, i, j)
+            assert abs(rj - five) < 5e-9, (name, c, i, j, rj, five)
+            off = max(off, abs(rj - two))
+        assert off >= R_TARGET, (name, c, i, off)
 
 
 @pytest.mark.slow
