@@ -125,9 +125,10 @@ def _plot(result, path):
     ax.barh([r[0] for r in rows][::-1], [r[1] / 1e3 for r in rows][::-1], color="tab:blue")
     for y, (_, v) in enumerate(rows[::-1]):
         ax.text(v / 1e3, y, f" {v / 1e3:.2f}", va="center")
-    ax.set_xlabel("ms per pose (6 muscles x 2 coordinates, wrapped)")
+    ax.set_xscale("log")
+    ax.set_xlabel("ms per pose (6 muscles x 2 coordinates, wrapped; log scale)")
     ax.set_title(f"arm26 moment arms, {result['meta']['batch']} poses, CPU, float64")
-    ax.set_xlim(0, max(r[1] for r in rows) / 1e3 * 1.25)
+    ax.set_xlim(min(r[1] for r in rows) / 1e3 / 2, max(r[1] for r in rows) / 1e3 * 4)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 

@@ -10,11 +10,13 @@ and swept coordinate, the max |ΔR| over the sweep in the swept coordinate's row
 over all three rows ("all rows"). Variants: ``nowrap`` (every wrap object inactive on both sides)
 and ``wrapped`` (the model as written; needs OpenSim-exact wrapping in ``jaxmb.muscles``).
 
-Speed: jaxmb ``jax.jit(jax.vmap(moment_arms))`` over the 511 poses, compiled steady state, against
-the peer that produced the referee, OpenSim's path length at q ± h for the three coordinates (six
-realizations per pose, a Python loop over poses) on ``--opensim-poses`` poses, extrapolated.
+Speed: jaxmb ``moment_arms`` over the 511 poses in one compiled call (``jax.lax.map``: the
+wrapped paths branch, and vmap would run every branch for every pose), compiled steady state,
+against the peer that produced the referee, OpenSim's path length at q ± h for the three
+coordinates (six realizations per pose, a Python loop over poses) on ``--opensim-poses`` poses
+(default all 511; fewer are extrapolated, as the output says).
 
-    python benchmarks/shoulder_moment_arms.py [--variants nowrap wrapped] [--opensim-poses 100]
+    python benchmarks/shoulder_moment_arms.py [--variants nowrap wrapped] [--opensim-poses 511]
         [--no-opensim] [--no-plot]
 
 Writes benchmarks/results/shoulder_moment_arms.json and shoulder_moment_arms.png.
@@ -87,7 +89,7 @@ def opensim_peer(qs, n):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--variants", nargs="+", default=["nowrap", "wrapped"])
-    ap.add_argument("--opensim-poses", type=int, default=100)
+    ap.add_argument("--opensim-poses", type=int, default=511)
     ap.add_argument("--no-opensim", action="store_true")
     ap.add_argument("--no-plot", action="store_true")
     args = ap.parse_args()
@@ -105,10 +107,10 @@ def main():
                 shoulder("mobl", muscles=False), wrapping=variant == "wrapped"
             )
         qs, _ = sweep_poses(variant)
-        fn = jax.jit(jax.vmap(lambda q, model=model: jaxmb.moment_arms(model, q)))
+        fn = jax.jit(lambda Q, model=model: jax.lax.map(lambda q: jaxmb.moment_arms(model, q), Q))
         Q = jnp.asarray(qs)
         t_compile = compile_seconds(fn, Q)
-        t_jax = timeit_compiled(fn, Q, repeats=5)
+        t_jax = timeit_compiled(fn, Q, repeats=3, warmup=1)
         R = np.asarray(fn(Q))
         curves[variant] = R
         err = errors(R, variant)
@@ -138,13 +140,14 @@ def main():
             )
         print(f"overall {worst:.2e} m; jaxmb {res['jaxmb_us_per_pose']:.1f} us/pose")
         if not args.no_opensim and variant == "wrapped":
-            per = opensim_peer(qs, args.opensim_poses)
+            per = opensim_peer(qs, min(args.opensim_poses, len(qs)))
             res["opensim_us_per_pose"] = per * 1e6
             res["opensim_poses_timed"] = args.opensim_poses
             res["speedup_vs_opensim"] = per * len(qs) / t_jax
             print(
                 f"OpenSim -dL/dq (6 path evaluations per pose): {per * 1e6:.0f} us/pose "
-                f"(timed on {args.opensim_poses} poses); jaxmb {res['speedup_vs_opensim']:.0f}x"
+                f"(timed on {min(args.opensim_poses, len(qs))} poses); "
+                f"OpenSim / jaxmb {res['speedup_vs_opensim']:.2f}x"
             )
         result[variant] = res
     path = save_results("shoulder_moment_arms", result)

@@ -140,7 +140,7 @@ def moment_arms():
     model = arm26()
     elbow = jnp.linspace(poses[sel, 1].min(), poses[sel, 1].max(), 200)
     q = jnp.stack([jnp.full_like(elbow, shoulder), elbow], axis=1)
-    R = np.asarray(jax.jit(jax.vmap(lambda q: mb.moment_arms(model, q)))(q))
+    R = np.asarray(jax.jit(lambda Q: jax.lax.map(lambda x: mb.moment_arms(model, x), Q))(q))
     fig, ax = plt.subplots(1, 2, figsize=(10, 3.6), sharex=True)
     for c, title in enumerate(ref["coordinates"]):
         for m, muscle in enumerate(ref["muscles"]):
