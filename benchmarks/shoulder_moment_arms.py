@@ -164,19 +164,23 @@ def plot(curves, path):
 
     variant = "wrapped" if "wrapped" in curves else next(iter(curves))
     R = curves[variant]
+    start = np.cumsum([0] + [len(REF[variant][c]["q"]) for c in REF["coordinates"]])
+    # (swept coordinate, moment arm about): the seed's Fig. 14, Fig. 15, and the elevation itself
+    panels = (("elv_angle", "shoulder_elv"), ("shoulder_elv", "shoulder_rot"),
+              ("shoulder_elv", "shoulder_elv"))  # fmt: skip
     fig, axes = plt.subplots(1, 3, figsize=(13, 4))
-    k = 0
-    for ci, (c, ax) in enumerate(zip(REF["coordinates"], axes, strict=True)):
-        d = REF[variant][c]
+    for (swept, about), ax in zip(panels, axes, strict=True):
+        ci, ai = REF["coordinates"].index(swept), REF["coordinates"].index(about)
+        d = REF[variant][swept]
         q = np.degrees(d["q"])
         Ro = np.asarray(d["moment_arm"])
+        k = start[ci]
         for m in sm.GROUP_LEADERS:
             j = sm.MUSCLES.index(m)
-            (ln,) = ax.plot(q, 100 * R[k : k + len(q), ci, j], lw=1.5, label=m)
-            ax.plot(q[::6], 100 * Ro[::6, ci, j], "o", ms=3, color=ln.get_color())
-        k += len(q)
-        ax.set_xlabel(f"{c} (deg)")
-        ax.set_ylabel(f"moment arm about {c} (cm)")
+            (ln,) = ax.plot(q, 100 * R[k : k + len(q), ai, j], lw=1.5, label=m)
+            ax.plot(q[::6], 100 * Ro[::6, ai, j], "o", ms=3, color=ln.get_color())
+        ax.set_xlabel(f"{swept} (deg)")
+        ax.set_ylabel(f"moment arm about {about} (cm)")
     axes[0].legend(fontsize=8, frameon=False)
     fig.suptitle(f"Group leaders, jaxmb (lines) vs OpenSim −dL/dq (dots), {variant}")
     fig.tight_layout()
