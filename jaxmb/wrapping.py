@@ -149,6 +149,39 @@ def _axis_rotate(v, axis, angle):
     return v * c + jnp.cross(axis, v) * s + axis * jnp.dot(axis, v) * (1.0 - c)
 
 
+def _iterate_jvp(iterate):
+    """``iterate`` (an early-exit loop: OpenSim's iterations stop on tolerances) made
+    differentiable in forward and reverse mode: its tangent is the forward-mode Jacobian of the
+    iterate where it stops, formed from the primal values, times the input tangents. That is the
+    derivative of the length OpenSim computes (what central differences of it give), not of the
+    exact root it approaches; reverse mode cannot pass the loop itself. Arguments that are not
+    floating point (flags) get no tangent."""
+    f = jax.custom_jvp(iterate)
+
+    @f.defjvp
+    def _jvp(primals, tangents):
+        diff = [i for i, x in enumerate(primals) if jnp.issubdtype(jnp.result_type(x), jnp.inexact)]
+
+        def of_diff(*xs):
+            args = list(primals)
+            for i, x in zip(diff, xs, strict=True):
+                args[i] = x
+            return iterate(*args)
+
+        out = iterate(*primals)
+        J = jax.jacfwd(of_diff, argnums=tuple(range(len(diff))))(*(primals[i] for i in diff))
+
+        def contract(_, Jo):
+            return sum(
+                jnp.tensordot(Jk, tangents[i], axes=jnp.ndim(tangents[i]))
+                for Jk, i in zip(Jo, diff, strict=True)
+            )
+
+        return out, jax.tree_util.tree_map(contract, out, J)
+
+    return f
+
+
 # ----------------------------------------------------------------------------- cylinder
 def _tangent_candidates(p, r):
     """The two tangent points on the cylinder seen from p, in the cross-section plane of p."""
@@ -233,24 +266,7 @@ def _slide_iterate(p1, p2, r1, r2, radius, long_wrap):
     return r1, r2
 
 
-@jax.custom_jvp
-def _slide_tangents(p1, p2, r1, r2, radius, long_wrap):
-    return _slide_iterate(p1, p2, r1, r2, radius, long_wrap)
-
-
-@_slide_tangents.defjvp
-def _slide_tangents_jvp(primals, tangents):
-    # the derivative of the iterate where OpenSim stops it: the forward-mode Jacobian of the loop,
-    # formed from the primal values, times the input tangents (reverse mode cannot pass through
-    # the early-exit loop; a fixed 100-step scan cost 10x more per wrap)
-    *x, long_wrap = primals
-    out = _slide_iterate(*x, long_wrap)
-    J = jax.jacfwd(lambda *x: _slide_iterate(*x, long_wrap), argnums=(0, 1, 2, 3, 4))(*x)
-    dout = tuple(
-        sum(jnp.tensordot(Ji, ti, axes=ti.ndim) for Ji, ti in zip(Jo, tangents[:5], strict=True))
-        for Jo in J
-    )
-    return out, dout
+_slide_tangents = _iterate_jvp(_slide_iterate)
 
 
 def cylinder_wrap_line(p1, p2, radius, length, quadrant, single=True):
@@ -613,23 +629,10 @@ def _lmdif1(a, b, radius):
     return out[0]
 
 
-@jax.custom_jvp
-def _circle_u(a, b, radius):
-    return _lmdif1(a, b, radius)
-
-
-@_circle_u.defjvp
-def _circle_u_jvp(primals, tangents):
-    # lmdif's iterate is differentiated as OpenSim stops it, not as the root of the residual: it
-    # stops on ftol/xtol (1e-4), and where the line passes near the torus axis the residual jumps
-    # and lmdif ends off any root (ECRL: f = -5.5e-3 at its last iterate, where the implicit
-    # derivative -f_t/f_u gave a 10.9 m moment arm). Reverse mode cannot pass the while loop, so
-    # the iteration's forward-mode Jacobian is formed from the primals (as _tangent_point_jvp).
-    a, b, radius = primals
-    da, db, dr = tangents
-    u = _lmdif1(a, b, radius)
-    Ja, Jb, Jr = jax.jacfwd(_lmdif1, argnums=(0, 1, 2))(a, b, radius)
-    return u, Ja @ da + Jb @ db + Jr * dr
+# lmdif stops on ftol/xtol (1e-4), and where the line passes near the torus axis the residual
+# jumps and lmdif ends off any root (MoBL-ARMS ECRL: f = -5.5e-3 at its last iterate, where the
+# root's implicit derivative -f_t/f_u gave a 10.9 m moment arm): the iterate is differentiated
+_circle_u = _iterate_jvp(_lmdif1)
 
 
 def _circle_pass(a, b, radius):
@@ -743,22 +746,10 @@ def _eberly_iterate(a2p, wp, t0p, a2g, wg, t0g):
     return tp, tg
 
 
-@jax.custom_jvp
-def _eberly_roots(a2p, wp, t0p, a2g, wg, t0g):
-    return _eberly_iterate(a2p, wp, t0p, a2g, wg, t0g)
-
-
-@_eberly_roots.defjvp
-def _eberly_roots_jvp(primals, tangents):
-    # the derivative of the iterate where OpenSim stops it (not of the exact root): its forward-
-    # mode Jacobian, formed from the primal values, times the input tangents. Reverse mode then
-    # stores no Newton steps (301 solves per wrap, 63 steps each, in every pass of the path).
-    # (The root's implicit derivative was tried: 5x cheaper, but it departs from the iterate's,
-    # and so from central differences of OpenSim's length, by up to 2.6e-7 relative.)
-    out = _eberly_iterate(*primals)
-    J = jax.jacfwd(_eberly_iterate, argnums=tuple(range(6)))(*primals)
-    dt = tuple(sum(jnp.sum(Ji * ti) for Ji, ti in zip(Jo, tangents, strict=True)) for Jo in J)
-    return out, dt
+# 301 solves per wrap, up to 63 steps each: reverse mode stores no Newton step. (The root's implicit
+# derivative was tried: 5x cheaper, but it departs from the iterate's, and so from central
+# differences of OpenSim's length, by up to 2.6e-7 relative.)
+_eberly_roots = _iterate_jvp(_eberly_iterate)
 
 
 def _ellipse_point(a, b, u, v, t):
@@ -898,30 +889,13 @@ def _lm_tangent(r, p, a, vs, vs4):
     return r, d1
 
 
-@jax.custom_jvp
+_lm_point = _iterate_jvp(lambda r, p, a, vs, vs4: _lm_tangent(r, p, a, vs, vs4)[0])
+
+
 def _tangent_point(pe, r, p, a, vs, vs4):
     """calcTangentPoint: slide r (start: c1) in the plane (vs, vs4) until the line p → r is
     tangent to the ellipsoid; p itself when it lies on the surface (|pe| < 1e-4)."""
-    rt, _ = _lm_tangent(r, p, a, vs, vs4)
-    return jnp.where(jnp.abs(pe) < _ELL_P_TOL, p, rt)
-
-
-@_tangent_point.defjvp
-def _tangent_point_jvp(primals, tangents):
-    # Reverse mode cannot pass through the while loops; their forward-mode Jacobian (the
-    # derivative of the iteration as OpenSim stops it, not of the exact tangent point) is formed
-    # from the primal values, and the tangent is its product with the input tangents.
-    pe, r0, p, a, vs, vs4 = primals
-    _, dr0, dp, da, dvs, dvs4 = tangents
-
-    def iterate(r0, p, a, vs, vs4):
-        return _lm_tangent(r0, p, a, vs, vs4)[0]
-
-    rt = iterate(r0, p, a, vs, vs4)
-    J = jax.jacfwd(iterate, argnums=(0, 1, 2, 3, 4))(r0, p, a, vs, vs4)
-    drt = J[0] @ dr0 + J[1] @ dp + J[2] @ da + J[3] @ dvs + J[4] * dvs4
-    on = jnp.abs(pe) < _ELL_P_TOL
-    return jnp.where(on, p, rt), jnp.where(on, dp, drt)
+    return jnp.where(jnp.abs(pe) < _ELL_P_TOL, p, _lm_point(r, p, a, vs, vs4))
 
 
 def _ellipsoid_arc(r1, r2, a, vs, vs4, factor, far_side):
