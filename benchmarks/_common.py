@@ -100,26 +100,36 @@ def compile_seconds(fn, *args) -> float:
 
 
 def timeit_compiled(
-    fn, *args, repeats: int = 20, number: int = 1, warmup: int = 2, samples_out=None
+    fn,
+    *args,
+    repeats: int = 20,
+    number: int = 1,
+    warmup: int = 2,
+    samples_out=None,
+    cpu_samples_out=None,
 ) -> float:
     """Median wall-clock seconds of one call of a compiled ``fn(*args)`` in steady state.
 
     ``warmup`` calls run first (they compile, if needed, and fill caches); then ``repeats``
     samples of ``number`` back-to-back calls are timed, each ended by ``block_until_ready``,
     and the median per-call time is returned. Pass a list as ``samples_out`` to receive every
-    per-call sample (seconds).
+    per-call sample (seconds), and one as ``cpu_samples_out`` for the process CPU seconds of the
+    same calls (all threads: above the wall time when XLA runs on several cores).
     """
     for _ in range(max(1, warmup)):
         jax.block_until_ready(fn(*args))
-    samples = []
+    samples, cpu = [], []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for _ in range(number):
             out = fn(*args)
         jax.block_until_ready(out)
         samples.append((time.perf_counter() - t0) / number)
+        cpu.append((time.process_time() - c0) / number)
     if samples_out is not None:
         samples_out.extend(samples)
+    if cpu_samples_out is not None:
+        cpu_samples_out.extend(cpu)
     return statistics.median(samples)
 
 

@@ -38,25 +38,13 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _common import RESULTS, compile_seconds, metadata, save_results
+from _common import RESULTS, compile_seconds, metadata, save_results, timeit_compiled
 
 import jaxmb  # noqa: F401  (x64 on)
 from jaxmb.models.arm26 import arm26
 from jaxmb.muscles import moment_arms
 
 H = 1e-6  # rad, OpenSim central differences
-
-
-def _timed(fn, *args, repeats):
-    """(median wall s, median process CPU s) of compiled ``fn(*args)``, after one warm call."""
-    jax.block_until_ready(fn(*args))
-    wall, cpu = [], []
-    for _ in range(repeats):
-        t0, c0 = time.perf_counter(), time.process_time()
-        jax.block_until_ready(fn(*args))
-        wall.append(time.perf_counter() - t0)
-        cpu.append(time.process_time() - c0)
-    return float(np.median(wall)), float(np.median(cpu))
 
 
 def _opensim(poses):
@@ -150,7 +138,9 @@ def main():
     one = lambda q: moment_arms(model, q)  # noqa: E731
     fn = jax.jit(lambda qs: jax.lax.map(one, qs))
     t_compile = compile_seconds(fn, qs)
-    t_jax, c_jax = _timed(fn, qs, repeats=args.repeats)
+    cpu = []
+    t_jax = timeit_compiled(fn, qs, repeats=args.repeats, warmup=1, cpu_samples_out=cpu)
+    c_jax = float(np.median(cpu))
     R_jax = np.asarray(fn(qs))
     print(
         f"jaxmb lax.map: {args.poses} poses in {t_jax:.2f} s wall / {c_jax:.2f} s CPU "
@@ -176,7 +166,9 @@ def main():
         nv = min(args.vmap_poses, args.poses)
         fv = jax.jit(jax.vmap(one))
         tcv = compile_seconds(fv, qs[:nv])
-        tv, cv = _timed(fv, qs[:nv], repeats=1)
+        cpu = []
+        tv = timeit_compiled(fv, qs[:nv], repeats=1, warmup=1, cpu_samples_out=cpu)
+        cv = cpu[0]
         dv = float(np.abs(np.asarray(fv(qs[:nv])) - R_jax[:nv]).max())
         print(
             f"jaxmb vmap: {nv} poses in {tv:.2f} s (compile {tcv:.1f} s), "

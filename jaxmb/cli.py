@@ -443,7 +443,7 @@ def _cmd_moment_arms(args) -> int:
     chunk = min(args.steps, 32)
 
     # lax.map, not vmap: wrapped paths branch (OpenSim's choices, early-exit iterations), and a
-    # vmapped branch runs every side for every pose (arm26: 22x slower on a CPU)
+    # vmapped branch runs every side for every pose (see muscles.muscle_lengths)
     def row_and_lengths(q):
         L, R = lengths_and_moment_arms(model, q)
         return R[k], L

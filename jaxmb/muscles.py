@@ -1201,8 +1201,8 @@ def muscle_lengths(model: Model, q: Float[Array, " nq"]) -> Float[Array, " nm"]:
 
     Batching over poses: wrapped paths branch (OpenSim's segment choice, its multi-object passes,
     early-exit iterations), and under ``jax.vmap`` every branch runs for every pose. On a CPU map
-    over poses with ``jax.lax.map`` instead (arm26's moment arms: 4 ms per pose with lax.map, 90
-    ms with vmap; ``benchmarks/moment_arms.py``); paths without wrap objects vmap well.
+    over poses with ``jax.lax.map`` instead (arm26's moment arms: 3.5 ms per pose with lax.map,
+    102 ms with vmap; ``benchmarks/moment_arms.py``); paths without wrap objects vmap well.
     """
     ms = _muscle_set(model)
     k = kinematics(model, q, second_order=False)

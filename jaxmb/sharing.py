@@ -60,12 +60,12 @@ def sharing_problem(model: Model, q, qd, tau, lengths=None, arms=None):
     ``M = R diag(F_a)`` (nq, nm) and ``b = τ − R F_p`` (nq,). ``lengths`` (nm,) m and ``arms``
     (nq, nm) are the frame's path lengths and moment arms when already known (else computed)."""
     p = model.muscles.params
-    if arms is None or lengths is None:
+    if lengths is None or arms is None:
         L, R = lengths_and_moment_arms(model, q)
-    L = L if lengths is None else lengths
-    R = R if arms is None else arms
-    Fa, Fp = rigid_tendon_coefficients(p, L, -R.T @ qd)
-    return R * Fa[None, :], tau - R @ Fp, Fa, Fp, R
+        lengths = L if lengths is None else lengths
+        arms = R if arms is None else arms
+    Fa, Fp = rigid_tendon_coefficients(p, lengths, -arms.T @ qd)
+    return arms * Fa[None, :], tau - arms @ Fp, Fa, Fp, arms
 
 
 def solve_sharing_qp(M, b, *, rho=1e3, outer=60, inner=150, polish=True):

@@ -97,7 +97,7 @@ def _lengths_and_arms_chunk(model, qs):
 def _lengths_and_arms(model, qs):
     """L (n, nm) and R (n, nq, nm) at the poses ``qs`` (n, nq): ``lax.map`` over the poses, not
     ``vmap`` (the wrapped paths branch: lax.cond / lax.switch / while loops; under vmap every
-    branch runs, arm26 16x slower), in chunks of ``_CHUNK`` poses (the last one padded) so that one
+    branch runs, arm26 29x slower), in chunks of ``_CHUNK`` poses (the last one padded) so that one
     compile of a model serves any number of poses."""
     qs = np.asarray(qs)
     n = qs.shape[0]

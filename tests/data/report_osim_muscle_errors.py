@@ -23,7 +23,7 @@ sys.path.insert(0, str(HERE.parent.parent))  # this checkout's jaxmb, not an ins
 
 import jaxmb  # noqa: E402, F401  (x64)
 from jaxmb.io.osim import model_with_muscles, read_osim  # noqa: E402
-from jaxmb.muscles import moment_arms, muscle_lengths  # noqa: E402
+from jaxmb.muscles import lengths_and_moment_arms  # noqa: E402
 
 
 def main(keys) -> None:
@@ -35,10 +35,8 @@ def main(keys) -> None:
         model = model_with_muscles(imp, skip_unsupported=True, skipped=skipped)
         qs = jnp.asarray([p["q"] for p in r["poses"]])
         t = time.perf_counter()
-        # lax.map over the poses: under vmap every branch of the wrapping code runs (16x slower)
-        f = eqx.filter_jit(
-            lambda m, qs: jax.lax.map(lambda q: (muscle_lengths(m, q), moment_arms(m, q)), qs)
-        )
+        # lax.map over the poses: under vmap every wrapping branch runs (arm26 29x slower)
+        f = eqx.filter_jit(lambda m, qs: jax.lax.map(lambda q: lengths_and_moment_arms(m, q), qs))
         L, R = (np.asarray(a) for a in f(model, qs))
         dt = time.perf_counter() - t
         print(
