@@ -52,7 +52,7 @@ import numpy as np
 import jaxmb  # noqa: F401  (enables float64)
 from jaxmb.dynamics import forward_dynamics, premodel_dynamics
 from jaxmb.models import andrews as an
-from jaxmb.simulate import erk_solve
+from jaxmb.simulation import erk_solve
 
 RESULTS = Path(__file__).resolve().parent / "results"
 T1 = 0.03

@@ -22,7 +22,7 @@ import numpy as np
 from _common import compile_seconds, metadata, save_results, timeit_compiled
 
 import jaxmb as mb
-from jaxmb.coupling import premodel
+from jaxmb.joint_maps import premodel
 from jaxmb.models.five_bar import five_bar
 
 

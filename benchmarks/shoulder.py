@@ -49,10 +49,10 @@ import importlib
 from _common import RESULTS, metadata, save_results, timeit_interleaved  # noqa: E402
 
 import jaxmb  # noqa: E402, F401  (float64)
-from jaxmb.control import MinimumJerk, computed_torque  # noqa: E402
-from jaxmb.coupling import identity_map  # noqa: E402
-from jaxmb.dynamics import _equations_of_motion  # noqa: E402
+from jaxmb.dynamics.terms import _equations_of_motion  # noqa: E402
+from jaxmb.joint_maps import identity_map  # noqa: E402
 from jaxmb.kinematics import tree_kinematics  # noqa: E402
+from jaxmb.simulation import MinimumJerk, computed_torque  # noqa: E402
 
 # the module, not the function jaxmb.models.shoulder of the same name
 sh = importlib.import_module("jaxmb.models.shoulder")  # noqa: E402

@@ -1,40 +1,22 @@
 """jaxmb: differentiable multibody dynamics with empirical joint maps f(q), in JAX.
 
 The curated public API. Functions follow ``algorithm(model, ...)``; models are immutable pytrees.
+The package's folders are the data flow (``docs/architecture.md``): ``math`` → ``joint_maps`` →
+``model`` → ``kinematics`` → ``forces`` → ``dynamics`` → ``muscles`` → ``simulation`` →
+``analyses`` → ``io`` → ``models`` → ``cli``.
 """
 
 import importlib
+import importlib.abc
+import importlib.util
+import sys
 
 import jax as _jax
 
 _jax.config.update("jax_enable_x64", True)
 
-from . import coupling, kinematics, matcalc, models  # noqa: E402
-from .coupling import AbstractJointMap, ExplicitMap, LinearMap, identity_map  # noqa: E402
-from .kinematics import (  # noqa: E402
-    body_angular_acceleration,
-    body_angular_velocity,
-    body_transforms,
-    kron_derivatives,
-    point_acceleration,
-    point_position,
-    point_velocity,
-    transform_derivatives,
-)
-from .model import Body, Model, ModelError, build_model  # noqa: E402
-
-__version__ = "0.1.0"
-
-from .batch import shard_batch, simulate_sharded, stack_models, vary  # noqa: E402
-from .coupling import (  # noqa: E402
-    ImplicitMap,
-    ImplicitSolution,
-    PremodelMap,
-    joint_gradients,
-    joint_hessians,
-    joint_values,
-    premodel,
-)
+from . import joint_maps, kinematics, math, models  # noqa: E402
+from .analyses import joint_loads  # noqa: E402
 from .dynamics import (  # noqa: E402
     PremodelDynamics,
     applied_forces,
@@ -47,47 +29,112 @@ from .dynamics import (  # noqa: E402
     potential_energy,
     premodel_dynamics,
 )
+from .joint_maps import (  # noqa: E402
+    AbstractJointMap,
+    ExplicitMap,
+    ImplicitMap,
+    ImplicitSolution,
+    LinearMap,
+    PremodelMap,
+    identity_map,
+    joint_gradients,
+    joint_hessians,
+    joint_values,
+    premodel,
+)
+from .kinematics import (  # noqa: E402
+    body_angular_acceleration,
+    body_angular_velocity,
+    body_transforms,
+    kron_derivatives,
+    point_acceleration,
+    point_position,
+    point_velocity,
+    transform_derivatives,
+)
+from .model import Body, Model, ModelError, build_model  # noqa: E402
 from .muscles import (  # noqa: E402
     lengths_and_moment_arms,
     moment_arms,
     muscle_lengths,
     muscle_velocities,
+    share_forces,
     with_muscles,
 )
-from .newton_euler import joint_loads  # noqa: E402
-from .sharing import share_forces  # noqa: E402
-from .simulate import ERKResult, SimulationError, Trajectory, erk_solve, simulate, simulate_batch  # noqa: E402
+from .simulation import (  # noqa: E402
+    ERKResult,
+    SimulationError,
+    Trajectory,
+    erk_solve,
+    shard_batch,
+    simulate,
+    simulate_batch,
+    simulate_sharded,
+    stack_models,
+    vary,
+)
 
-# Submodules that are loaded on first use (their names are not shadowed by functions).
-_SUBMODULES = {
-    "forces",
-    "sharing",
-    "hill",
-    "control",
-    "identify",
-    "batch",
-    "gait",
-    "io",
-    "cli",
-    "batched",
-    "expressions",
-}
+__version__ = "0.1.0"
 
-# Public names whose modules are imported on first use, to keep `import jaxmb` light.
+# Subpackages loaded on first use, to keep `import jaxmb` light.
+_SUBPACKAGES = {"forces", "muscles", "dynamics", "simulation", "analyses", "io", "cli"}
+
+# Public names whose modules are imported on first use.
 _LAZY_NAMES = {
     "load_model": "jaxmb.io.model_file",
     "save_model": "jaxmb.io.model_file",
     "ModelFileError": "jaxmb.io.model_file",
     "load_osim": "jaxmb.io.osim",
-    "batched_terms": "jaxmb.batched",
-    "batched_forward_dynamics": "jaxmb.batched",
-    "batched_rk4": "jaxmb.batched",
+    "batched_terms": "jaxmb.dynamics.batched",
+    "batched_forward_dynamics": "jaxmb.dynamics.batched",
+    "batched_rk4": "jaxmb.dynamics.batched",
+}
+
+# The 0.1 layout's module paths, still importable (``import jaxmb.gait``, ``mb.hill``) for scripts
+# written against it; each is the module that now does that job.
+MOVED_MODULES = {
+    "jaxmb.matcalc": "jaxmb.math.matcalc",
+    "jaxmb.expressions": "jaxmb.math.expressions",
+    "jaxmb.io.functions": "jaxmb.math.functions",
+    "jaxmb.coupling": "jaxmb.joint_maps",
+    "jaxmb.wrapping": "jaxmb.muscles.wrap.algorithms",
+    "jaxmb.hill": "jaxmb.muscles.hill",
+    "jaxmb.sharing": "jaxmb.muscles.sharing",
+    "jaxmb.batched": "jaxmb.dynamics.batched",
+    "jaxmb.batch": "jaxmb.simulation.batch",
+    "jaxmb.control": "jaxmb.simulation.control",
+    "jaxmb.identify": "jaxmb.simulation.identify",
+    "jaxmb.newton_euler": "jaxmb.analyses.newton_euler",
+    "jaxmb.gait": "jaxmb.analyses.gait",
 }
 
 
+class _MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Resolves an old module path to the module that now holds its job."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname in MOVED_MODULES:
+            return importlib.util.spec_from_loader(fullname, self)
+        return None
+
+    def create_module(self, spec):
+        module = importlib.import_module(MOVED_MODULES[spec.name])
+        spec.loader_state = module.__spec__
+        return module
+
+    def exec_module(self, module):
+        # the import system stamped the alias's spec on the module: give it back its own
+        module.__spec__ = module.__spec__.loader_state
+
+
+sys.meta_path.append(_MovedModuleFinder())
+
+
 def __getattr__(name):
-    if name in _SUBMODULES:
+    if name in _SUBPACKAGES:
         return importlib.import_module(f"{__name__}.{name}")
+    if f"{__name__}.{name}" in MOVED_MODULES:
+        return importlib.import_module(MOVED_MODULES[f"{__name__}.{name}"])
     if name in _LAZY_NAMES:
         return getattr(importlib.import_module(_LAZY_NAMES[name]), name)
     raise AttributeError(f"module 'jaxmb' has no attribute {name!r}")

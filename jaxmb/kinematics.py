@@ -37,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from . import matcalc
+from .math import matcalc
 from .model import Model, ModelError
 
 __all__ = [

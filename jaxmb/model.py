@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .coupling import AbstractJointMap, identity_map
+from .joint_maps import AbstractJointMap, identity_map
 
 __all__ = ["Body", "Model", "NamedPoint", "build_model", "ModelError", "REVOLUTE", "PRISMATIC"]
 

@@ -36,7 +36,7 @@ import numpy as np
 
 import jaxmb as mb
 from jaxmb.models import andrews as an
-from jaxmb.simulate import simulate
+from jaxmb.simulation import simulate
 
 model = mb.models.andrews_squeezer()
 names = ["β", "Θ", "γ", "Φ", "δ", "Ω", "ε"]  # the test set's order

@@ -36,7 +36,7 @@ import numpy as np
 from scipy.interpolate import CubicHermiteSpline
 
 import jaxmb as mb
-from jaxmb.coupling import molecule_derivatives, premodel, projection_derivatives
+from jaxmb.joint_maps import molecule_derivatives, premodel, projection_derivatives
 from jaxmb.models.five_bar import five_bar
 from jaxmb.models.four_bar import four_bar
 

@@ -33,7 +33,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import jaxmb
-from jaxmb.control import MinimumJerk, simulate_tracking
+from jaxmb.simulation import MinimumJerk, simulate_tracking
 import importlib
 sh = importlib.import_module("jaxmb.models.shoulder")  # the module, not the function
 

@@ -3,10 +3,12 @@
 - :func:`load_osim` / :func:`read_osim`: OpenSim ``.osim`` (4.x, 3.0) to a jaxmb model.
 - :mod:`jaxmb.io.motion`: ``.trc`` markers, ``.mot``/``.sto`` storage files, C3D (optional ezc3d).
 - :func:`load_model` / :func:`save_model`: jaxmb's own versioned JSON model files.
-- :mod:`jaxmb.io.functions`: OpenSim's function types as JAX-traceable modules.
+- :mod:`jaxmb.math.functions` (also ``jaxmb.io.functions``): OpenSim's function types as
+  JAX-traceable modules.
 """
 
-from . import functions, model_file, motion, osim
+from ..math import functions
+from . import model_file, motion
 from .model_file import ModelFileError, load_model, save_model
 from .motion import (
     MotionFileError,

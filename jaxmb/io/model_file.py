@@ -41,8 +41,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..coupling import AbstractJointMap, ExplicitMap, ImplicitMap, LinearMap, identity_map
-from ..expressions import ExpressionError, Expressions, function_name, registered_function
+from ..joint_maps import AbstractJointMap, ExplicitMap, ImplicitMap, LinearMap, identity_map
+from ..math import ExpressionError, Expressions, function_name, registered_function
 from ..model import Body, Model, ModelError, build_model
 
 __all__ = [
@@ -136,9 +136,23 @@ def _enc_generic(v, where: str):
     raise ModelFileError(f"{where}: cannot write a value of type {type(v).__name__}")
 
 
+def _public_module(cls) -> str:
+    """The shortest module path that exports ``cls``: files name the public place of a class, so
+    that moving it between a package's internal modules does not break them."""
+    parts = cls.__module__.split(".")
+    for k in range(2, len(parts)):
+        mod = ".".join(parts[:k])
+        try:
+            if getattr(importlib.import_module(mod), cls.__qualname__, None) is cls:
+                return mod
+        except ImportError:
+            continue
+    return cls.__module__
+
+
 def _enc_module(v: eqx.Module, where: str) -> dict:
     cls = type(v)
-    name = f"{cls.__module__}.{cls.__qualname__}"
+    name = f"{_public_module(cls)}.{cls.__qualname__}"
     if not cls.__module__.startswith(_MODULE_PREFIXES) or "<" in cls.__qualname__:
         raise ModelFileError(
             f"{where}: a {name} cannot be written; only jaxmb (and interpax) classes can be "
@@ -256,7 +270,7 @@ def _coord_ref(model: Model, c) -> Any:
 
 
 def _enc_force(f, where: str) -> dict:
-    from .. import forces as fmod
+    from ..forces import elements as fmod
 
     cls = type(f)
     if getattr(fmod, cls.__name__, None) is cls and _init_takes_fields(cls):
@@ -277,7 +291,7 @@ def _init_takes_fields(cls) -> bool:
 def _enc_element(model: Model, obj, where: str) -> dict:
     """A muscle-path element (point, wrap object, PathWrap, Hill parameters, Muscle) by its fields;
     bodies and coordinates by name."""
-    from .. import muscles as mu
+    from ..muscles import paths as mu
 
     cls = type(obj)
     if getattr(mu, cls.__name__, None) is not cls or cls.__name__ not in mu.__all__:
@@ -796,7 +810,7 @@ def _dec_joint_map(r: _Reader, v, path, coords, nb) -> AbstractJointMap:
 
 # -- forces and muscles ---------------------------------------------------------------------------
 def _dec_force(r: _Reader, v, path):
-    from .. import forces as fmod
+    from ..forces import elements as fmod
 
     r.obj(v, path)
     if "__module__" in v:
@@ -849,7 +863,7 @@ _DEFAULT_TYPES = {"points": "PathPoint", "wraps": "PathWrap", "params": "MuscleP
 
 def _dec_element(r: _Reader, v, path, expect=None, default=None):
     """A muscle element written by :func:`_enc_element` (points, wraps, parameters, muscles)."""
-    from .. import muscles as mu
+    from ..muscles import paths as mu
 
     if isinstance(v, dict) and "__module__" in v:
         return r.module(v, path)
@@ -1043,7 +1057,7 @@ def model_from_dict(data, *, source: str = "<model>", lines: dict | None = None)
                 raise r.error(_join(f"forces[{k}]", "index"), str(e)) from None
     ms = data.get("muscles")
     if ms is not None:
-        from .. import muscles as mu
+        from ..muscles import paths as mu
         from ..muscles import with_muscles
 
         if not isinstance(ms, list):

@@ -207,7 +207,7 @@ def write_mot(
     Returns:
         the path written.
     """
-    from .osim import OsimImport
+    from .osim.reader import OsimImport
 
     if isinstance(trajectory, tuple):
         ts, q = trajectory[0], trajectory[1]

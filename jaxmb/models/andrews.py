@@ -37,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ..coupling import AbstractJointMap
+from ..joint_maps import AbstractJointMap
 from ..model import Body, Model, build_model
 
 __all__ = [

@@ -30,8 +30,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from ..coupling import ImplicitMap
-from ..expressions import serialisable
+from ..joint_maps import ImplicitMap
+from ..math import serialisable
 from ..model import Model, build_model
 from ._planar import bar_body, wrap_near
 

@@ -39,8 +39,8 @@ import interpax
 import jax.numpy as jnp
 import numpy as np
 
-from ..coupling import ImplicitMap, PremodelMap
-from ..expressions import serialisable
+from ..joint_maps import ImplicitMap, PremodelMap
+from ..math import serialisable
 from ..model import Model, build_model
 from ._planar import bar_body
 

@@ -60,7 +60,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ..coupling import ExplicitMap
+from ..joint_maps import ExplicitMap
 from ..model import Body, Model, ModelError, build_model
 
 __all__ = [

@@ -35,21 +35,19 @@ from functools import lru_cache
 from pathlib import Path
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .. import muscles as _mus
-from ..io.functions import AbstractFunction, PiecewiseLinearFunction, SimmSpline
+from ..math import LinearCombination, PiecewiseLinearFunction, SimmSpline
 from ..model import Model, ModelError
+from ..muscles import FunctionPathPoint
+from ..muscles import paths as _mus
 
 __all__ = [
     "MUSCLES",
     "GROUP_LEADERS",
     "SHOULDER_COORDINATES",
-    "FunctionPathPoint",
-    "clamp_to_range",
     "shoulder_muscles",
     "add_shoulder_muscles",
     "shoulder_muscle_parameters",
@@ -76,70 +74,6 @@ _FUNCTIONS = {
 
 
 # ----------------------------------------------------------------------------- moving points
-@jax.custom_jvp
-def clamp_to_range(x, lo, hi):
-    """``clip(x, lo, hi)`` with derivative 1 inside, 0 outside and 1/2 at ``lo`` and ``hi``.
-
-    OpenSim's MovingPathPoint clamps its coordinate to the coordinate's range before evaluating
-    its functions (``MovingPathPoint::getLocation``), so the path length has a kink at the range
-    ends. There the derivative is taken as the mean of the one-sided ones, which is what central
-    differences of OpenSim's length give: the seed's protocol holds ``shoulder_elv`` at 0, its
-    lower end, in two of the three sweeps.
-    """
-    return jnp.clip(x, lo, hi)
-
-
-@clamp_to_range.defjvp
-def _clamp_jvp(primals, tangents):
-    x, lo, hi = primals
-    dx = tangents[0]
-    w = jnp.where((x > lo) & (x < hi), 1.0, jnp.where((x == lo) | (x == hi), 0.5, 0.0))
-    return jnp.clip(x, lo, hi), w * dx
-
-
-class FunctionPathPoint(_mus.MovingPathPoint):
-    """A path point whose body-frame x, y, z (m) are OpenSim functions of one coordinate each.
-
-    ``functions[a]`` (a :class:`jaxmb.io.functions.AbstractFunction`) of ``q[coordinates[a]]``,
-    clamped to ``ranges[a]`` as OpenSim does (:func:`clamp_to_range`), gives axis a; its slope is
-    taken by forward-mode autodiff (one-sided at an interior knot of a piecewise-linear function,
-    as OpenSim's ``calcDerivative``). It is a :class:`~jaxmb.muscles.MovingPathPoint` (its motion
-    in its body does work in R) with unused ``knots``/``values``.
-    """
-
-    functions: tuple = ()
-    ranges: Float[Array, "3 2"] | None = None
-
-    def __init__(self, body, coordinates, functions, ranges=None, name: str = ""):
-        self.body = body
-        self.coordinates = tuple(coordinates)
-        self.functions = tuple(functions)
-        r = np.tile([-np.inf, np.inf], (3, 1)) if ranges is None else np.asarray(ranges, float)
-        self.ranges = jnp.asarray(r)
-        self.knots = jnp.asarray([[0.0, 1.0]] * 3)
-        self.values = jnp.zeros((3, 2))
-        self.name = name
-
-    def evaluate(self, q, nq):
-        loc, dloc = [], []
-        for a, (f, c) in enumerate(zip(self.functions, self.coordinates, strict=True)):
-            lo, hi = self.ranges[a, 0], self.ranges[a, 1]
-            v, d = jax.jvp(lambda x: f(clamp_to_range(x, lo, hi)), (q[c],), (jnp.ones_like(q[c]),))
-            loc.append(v)
-            dloc.append(jnp.zeros(nq, v.dtype).at[c].set(d))
-        return jnp.stack(loc), jnp.stack(dloc), jnp.asarray(True)
-
-
-class _Mapped(AbstractFunction):
-    """``T_a · (f_x, f_y, f_z)`` row a: a moving point's axis after a change of body frame."""
-
-    functions: tuple
-    row: Float[Array, " 3"]
-    offset: Float[Array, ""]
-
-    def __call__(self, x):
-        return self.row @ jnp.stack([f(x) for f in self.functions]) + self.offset
-
 
 # ----------------------------------------------------------------------------- data
 @lru_cache(maxsize=1)
@@ -220,7 +154,7 @@ def _quadrant(q: str) -> str:
 
 def _wrap_object(name: str, frames: dict, where: str):
     w = _extract()["wrap_objects"][name]
-    from ..io.osim import body_fixed_xyz
+    from ..io.osim.reader import body_fixed_xyz
 
     ww = f"{where}, wrap object {name!r}"
     b, T = _frame(frames, w["body"], ww)
@@ -257,7 +191,10 @@ def _point(p: dict, frames: dict, where: str):
     if len(set(cs)) != 1:
         raise ModelError(f"{wp}: x, y, z read different coordinates {cs}")
     if not np.allclose(T, np.eye(4)):
-        fs = [_Mapped(tuple(fs), jnp.asarray(T[a, :3]), jnp.asarray(T[a, 3])) for a in range(3)]
+        fs = [
+            LinearCombination(tuple(fs), jnp.asarray(T[a, :3]), jnp.asarray(T[a, 3]))
+            for a in range(3)
+        ]
     return FunctionPathPoint(b, cs, fs, [_coordinate_range(c, wp) for c in cs], p["name"])
 
 
@@ -355,7 +292,7 @@ def share_shoulder_forces(
     :class:`jaxmb.sharing.SharingResult` (activations, forces in N, residual R F − τ in N·m,
     infeasible frames with ‖residual‖_∞ > ``tol``).
     """
-    from ..sharing import share_forces
+    from ..muscles import share_forces
 
     return share_forces(model, q, qd, tau, tol=tol, **kwargs)
 

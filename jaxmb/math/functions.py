@@ -1,0 +1,365 @@
+"""OpenSim's function types as JAX-traceable equinox Modules (univariate, float64).
+
+Every class reproduces OpenSim 4.6's evaluation exactly, extrapolation included, so an imported
+joint map or coupling agrees with OpenSim to rounding (checked against ``opensim`` in the tests):
+
+- :class:`Constant` ``c``; :class:`LinearFunction` ``a x + b`` (OpenSim coefficients ``[a, b]``);
+- :class:`PolynomialFunction` with coefficients from the highest power down (``SimTK::Polynomial``);
+- :class:`SimmSpline`: SIMM's cubic spline (Forsythe–Malcolm–Moler end conditions: the end third
+  derivatives match those of the cubics through the first and last four knots), linear extrapolation
+  with the end slopes;
+- :class:`NaturalCubicSpline`: despite its name, the same spline as SimmSpline — OpenSim's
+  ``NaturalCubicSpline.cpp`` is a copy of ``SimmSpline.cpp`` and OpenSim 4.6 reads the tag as a
+  SimmSpline (``getConcreteClassName()`` says so); its ends are *not* free of curvature;
+- :class:`PiecewiseLinearFunction`: linear interpolation, extrapolation with the end slopes;
+- :class:`MultiplierFunction` ``scale · g(x)``.
+
+Spline coefficients are computed with ``jnp`` in the constructor, so a spline built inside a traced
+function is differentiable with respect to its knot values. Evaluation is a ``searchsorted`` and a
+polynomial piece: exact first and second derivatives by autodiff inside each interval.
+
+:func:`parse_function` turns an OpenSim XML function element into one of these, raising
+:class:`UnsupportedFunctionError` (naming the element) for any other type.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+__all__ = [
+    "AbstractFunction",
+    "Constant",
+    "LinearFunction",
+    "PolynomialFunction",
+    "SimmSpline",
+    "NaturalCubicSpline",
+    "PiecewiseLinearFunction",
+    "MultiplierFunction",
+    "UnsupportedFunctionError",
+    "parse_function",
+    "FUNCTION_TYPES",
+]
+
+
+class UnsupportedFunctionError(ValueError):
+    """An OpenSim function type (or a malformed function) that jaxmb cannot evaluate."""
+
+
+class AbstractFunction(eqx.Module):
+    """A scalar function ``y = g(x)`` of one coordinate value (rad or m), JAX-traceable."""
+
+    def __call__(self, x: Float[Array, ""]) -> Float[Array, ""]:
+        raise NotImplementedError
+
+    @property
+    def is_constant(self) -> bool:
+        """True when the function does not depend on its argument."""
+        return False
+
+
+class Constant(AbstractFunction):
+    """``g(x) = value``."""
+
+    value: Float[Array, ""]
+
+    def __init__(self, value):
+        self.value = jnp.asarray(value, dtype=float)
+
+    def __call__(self, x):
+        return self.value + 0.0 * x
+
+    @property
+    def is_constant(self) -> bool:
+        return True
+
+
+class LinearFunction(AbstractFunction):
+    """``g(x) = slope · x + intercept`` (OpenSim ``<coefficients> slope intercept``)."""
+
+    slope: Float[Array, ""]
+    intercept: Float[Array, ""]
+
+    def __init__(self, slope, intercept=0.0):
+        self.slope = jnp.asarray(slope, dtype=float)
+        self.intercept = jnp.asarray(intercept, dtype=float)
+
+    def __call__(self, x):
+        return self.slope * x + self.intercept
+
+
+class PolynomialFunction(AbstractFunction):
+    """``g(x) = Σ c_k x^(n-k)``: coefficients from the highest power down, as in OpenSim."""
+
+    coefficients: Float[Array, " n"]
+
+    def __init__(self, coefficients):
+        c = jnp.atleast_1d(jnp.asarray(coefficients, dtype=float))
+        if c.ndim != 1 or c.shape[0] == 0:
+            raise UnsupportedFunctionError("PolynomialFunction needs at least one coefficient")
+        self.coefficients = c
+
+    def __call__(self, x):
+        y = jnp.zeros_like(x) + self.coefficients[0]
+        for k in range(1, self.coefficients.shape[0]):
+            y = y * x + self.coefficients[k]
+        return y
+
+
+class MultiplierFunction(AbstractFunction):
+    """``g(x) = scale · inner(x)``."""
+
+    function: AbstractFunction
+    scale: Float[Array, ""]
+
+    def __init__(self, function: AbstractFunction, scale=1.0):
+        self.function = function
+        self.scale = jnp.asarray(scale, dtype=float)
+
+    def __call__(self, x):
+        return self.scale * self.function(x)
+
+    @property
+    def is_constant(self) -> bool:
+        return self.function.is_constant
+
+
+def _check_knots(x, y, what: str, minimum: int):
+    xs, ys = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if xs.ndim != 1 or xs.shape != ys.shape:
+        raise UnsupportedFunctionError(
+            f"{what}: x and y must be 1-D of equal length, got {xs.shape} and {ys.shape}"
+        )
+    if xs.shape[0] < minimum:
+        raise UnsupportedFunctionError(
+            f"{what}: needs at least {minimum} points, got {xs.shape[0]}"
+        )
+    if not (np.all(np.isfinite(xs)) and np.all(np.isfinite(ys))):
+        raise UnsupportedFunctionError(f"{what}: non-finite knot values")
+    if np.any(np.diff(xs) <= 0):
+        k = int(np.argmax(np.diff(xs) <= 0))
+        raise UnsupportedFunctionError(
+            f"{what}: x must increase strictly (x[{k}] = {xs[k]}, x[{k + 1}] = {xs[k + 1]})"
+        )
+
+
+def _simm_coefficients(x, y):
+    """Cubic-spline coefficients ``(b, c, d)`` of OpenSim's SimmSpline.
+
+    Transcribes the tridiagonal system of ``SimmSpline::calcCoefficients`` (SIMM, after Forsythe,
+    Malcolm & Moler 1977) as a dense solve, so it traces and differentiates; n is small (< 50).
+    """
+    n = x.shape[0]
+    h = x[1:] - x[:-1]
+    if n == 2:
+        s = (y[1] - y[0]) / h[0]
+        return jnp.stack([s, s]), jnp.zeros(2), jnp.zeros(2)
+    delta = (y[1:] - y[:-1]) / h  # divided differences, (n-1,)
+    rhs_inner = delta[1:] - delta[:-1]  # (n-2,)
+    diag_inner = 2.0 * (h[:-1] + h[1:])
+    diag = jnp.concatenate([-h[:1], diag_inner, -h[-1:]])
+    upper, lower = h, h
+    if n > 3:
+        d31, d20 = x[3] - x[1], x[2] - x[0]
+        d1, d2 = x[n - 1] - x[n - 3], x[n - 2] - x[n - 4]
+        d30, d3 = x[3] - x[0], x[n - 1] - x[n - 4]
+        c0 = (rhs_inner[1] / d31 - rhs_inner[0] / d20) * h[0] ** 2 / d30
+        cn = -(rhs_inner[-1] / d1 - rhs_inner[-2] / d2) * h[-1] ** 2 / d3
+    else:
+        c0 = cn = jnp.zeros((), dtype=rhs_inner.dtype)
+    rhs = jnp.concatenate([c0[None], rhs_inner, cn[None]])
+    T = jnp.diag(diag) + jnp.diag(upper, 1) + jnp.diag(lower, -1)
+    sigma = jnp.linalg.solve(T, rhs)
+    b_inner = delta - h * (sigma[1:] + 2.0 * sigma[:-1])
+    b_last = delta[-1] + h[-1] * (sigma[-2] + 2.0 * sigma[-1])
+    b = jnp.concatenate([b_inner, b_last[None]])
+    d_inner = (sigma[1:] - sigma[:-1]) / h
+    d = jnp.concatenate([d_inner, d_inner[-1:]])
+    c = 3.0 * sigma
+    return b, c, d
+
+
+class _CubicSpline(AbstractFunction):
+    x: Float[Array, " n"]
+    y: Float[Array, " n"]
+    b: Float[Array, " n"]
+    c: Float[Array, " n"]
+    d: Float[Array, " n"]
+
+    def __call__(self, t):
+        x, y = self.x, self.y
+        n = x.shape[0]
+        k = jnp.clip(jnp.searchsorted(x, t, side="right") - 1, 0, n - 2)
+        dx = t - x[k]
+        inside = y[k] + dx * (self.b[k] + dx * (self.c[k] + dx * self.d[k]))
+        below = y[0] + self.b[0] * (t - x[0])
+        above = y[-1] + self.b[-1] * (t - x[-1])
+        return jnp.where(t < x[0], below, jnp.where(t > x[-1], above, inside))
+
+
+class SimmSpline(_CubicSpline):
+    """OpenSim's ``SimmSpline`` through knots ``(x, y)`` (x strictly increasing, n ≥ 2).
+
+    With n = 2 it is the line through the knots; outside ``[x₀, x_{n-1}]`` it continues linearly
+    with the end slopes (zero second derivative), exactly as OpenSim evaluates it.
+    """
+
+    def __init__(self, x, y):
+        _check_knots(x, y, "SimmSpline", 2)
+        self.x = jnp.asarray(x, dtype=float)
+        self.y = jnp.asarray(y, dtype=float)
+        self.b, self.c, self.d = _simm_coefficients(self.x, self.y)
+
+
+class NaturalCubicSpline(SimmSpline):
+    """OpenSim's ``NaturalCubicSpline``: identical to :class:`SimmSpline` (see the module notes)."""
+
+
+class PiecewiseLinearFunction(AbstractFunction):
+    """OpenSim's ``PiecewiseLinearFunction``: linear between knots, end slopes outside."""
+
+    x: Float[Array, " n"]
+    y: Float[Array, " n"]
+
+    def __init__(self, x, y):
+        _check_knots(x, y, "PiecewiseLinearFunction", 2)
+        self.x = jnp.asarray(x, dtype=float)
+        self.y = jnp.asarray(y, dtype=float)
+
+    def __call__(self, t):
+        x, y = self.x, self.y
+        k = jnp.clip(jnp.searchsorted(x, t, side="right") - 1, 0, x.shape[0] - 2)
+        slope = (y[k + 1] - y[k]) / (x[k + 1] - x[k])
+        return y[k] + slope * (t - x[k])
+
+
+def _floats(text: str | None, what: str) -> np.ndarray:
+    try:
+        return np.array([float(v) for v in (text or "").split()], dtype=float)
+    except ValueError:
+        raise UnsupportedFunctionError(f"{what}: cannot read numbers from {text!r}") from None
+
+
+def _child_text(el: ET.Element, tag: str) -> str | None:
+    c = el.find(tag)
+    return None if c is None else c.text
+
+
+FUNCTION_TYPES = (
+    "Constant",
+    "LinearFunction",
+    "PolynomialFunction",
+    "SimmSpline",
+    "NaturalCubicSpline",
+    "PiecewiseLinearFunction",
+    "MultiplierFunction",
+)
+
+
+def parse_function(el: ET.Element, where: str = "") -> AbstractFunction:
+    """Build a function from an OpenSim XML element such as ``<SimmSpline>…</SimmSpline>``.
+
+    ``el`` may also be a wrapper holding exactly one function element (3.0's ``<function>``,
+    ``<coupled_coordinates_function>``). ``where`` names the owner in error messages.
+
+    Raises:
+        UnsupportedFunctionError: for any type not in :data:`FUNCTION_TYPES` (GCVSpline, Sine,
+            StepFunction, ...), naming the type and ``where``.
+    """
+    if el.tag not in FUNCTION_TYPES:
+        children = [c for c in el if isinstance(c.tag, str)]
+        if len(children) == 1 and el.tag in (
+            "function",
+            "coupled_coordinates_function",
+            "x_location",
+            "y_location",
+            "z_location",
+        ):
+            return parse_function(children[0], where)
+        if el.tag in ("function",) and not children:
+            raise UnsupportedFunctionError(f"{where}: empty <function> element")
+        raise UnsupportedFunctionError(
+            f"{where}: unsupported OpenSim function type {el.tag!r}"
+            f" (supported: {', '.join(FUNCTION_TYPES)})"
+        )
+    name = el.get("name")
+    label = f"{where}: {el.tag}" + (f" {name!r}" if name else "")
+    if el.tag == "Constant":
+        v = _floats(_child_text(el, "value"), label)
+        if v.shape != (1,):
+            raise UnsupportedFunctionError(f"{label}: <value> must be one number")
+        return Constant(v[0])
+    if el.tag == "LinearFunction":
+        c = _floats(_child_text(el, "coefficients"), label)
+        if c.shape != (2,):
+            raise UnsupportedFunctionError(
+                f"{label}: <coefficients> must be 'slope intercept', got {c.tolist()}"
+            )
+        return LinearFunction(c[0], c[1])
+    if el.tag == "PolynomialFunction":
+        c = _floats(_child_text(el, "coefficients"), label)
+        if c.size == 0:
+            raise UnsupportedFunctionError(f"{label}: no <coefficients>")
+        return PolynomialFunction(c)
+    if el.tag == "MultiplierFunction":
+        inner = el.find("function")
+        if inner is None:
+            raise UnsupportedFunctionError(f"{label}: missing <function>")
+        scale = _floats(_child_text(el, "scale") or "1", label)
+        return MultiplierFunction(parse_function(inner, label), scale[0])
+    x = _floats(_child_text(el, "x"), label)
+    y = _floats(_child_text(el, "y"), label)
+    cls = {
+        "SimmSpline": SimmSpline,
+        "NaturalCubicSpline": NaturalCubicSpline,
+        "PiecewiseLinearFunction": PiecewiseLinearFunction,
+    }[el.tag]
+    try:
+        return cls(x, y)
+    except UnsupportedFunctionError as e:
+        raise UnsupportedFunctionError(f"{label}: {e}") from None
+
+
+def natural_cubic_spline(knots, values, x):
+    """Natural cubic spline through ``(knots, values)`` at x: value and first derivative.
+
+    Beyond the end knots the end cubic pieces are extended. knots: (K,) increasing, K ≥ 2;
+    values: (K,); x: scalar. Differentiable in values and knots.
+    """
+    h = jnp.diff(knots)
+    K = knots.shape[0]
+    if K == 2:
+        slope = (values[1] - values[0]) / h[0]
+        return values[0] + slope * (x - knots[0]), slope
+    # second derivatives m with m_0 = m_{K-1} = 0
+    rhs = 6.0 * (jnp.diff(values[1:]) / h[1:] - jnp.diff(values[:-1]) / h[:-1])
+    main = 2.0 * (h[:-1] + h[1:])
+    T = jnp.diag(main) + jnp.diag(h[1:-1], 1) + jnp.diag(h[1:-1], -1)
+    m = jnp.concatenate([jnp.zeros(1), jnp.linalg.solve(T, rhs), jnp.zeros(1)])
+    i = jnp.clip(jnp.searchsorted(knots, x, side="right") - 1, 0, K - 2)
+    hi, t0, t1 = h[i], knots[i], knots[i + 1]
+    a, b = t1 - x, x - t0
+    y0, y1, m0, m1 = values[i], values[i + 1], m[i], m[i + 1]
+    val = (
+        (m0 * a**3 + m1 * b**3) / (6 * hi)
+        + (y0 / hi - m0 * hi / 6) * a
+        + (y1 / hi - m1 * hi / 6) * b
+    )
+    der = (-m0 * a**2 + m1 * b**2) / (2 * hi) - (y0 / hi - m0 * hi / 6) + (y1 / hi - m1 * hi / 6)
+    return val, der
+
+
+class LinearCombination(AbstractFunction):
+    """``row · (f_1(x), …, f_k(x)) + offset``: e.g. a moving point's axis after a change of body
+    frame (``row`` a row of the rotation, ``offset`` its translation)."""
+
+    functions: tuple
+    row: Float[Array, " 3"]
+    offset: Float[Array, ""]
+
+    def __call__(self, x):
+        return self.row @ jnp.stack([f(x) for f in self.functions]) + self.offset
