@@ -11,7 +11,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .maps import AbstractJointMap
+from .base import AbstractJointMap
 
 
 class OsimJointMap(AbstractJointMap):

@@ -1,0 +1,116 @@
+"""The joint-map abstraction and the explicit maps.
+
+:class:`AbstractJointMap` is the extension point: a subclass implements ``__call__`` (f(q), shape
+(nj,)); the derivatives default to forward-mode autodiff and may be overridden with something
+cheaper or exact in closed form. :class:`LinearMap` and :class:`ExplicitMap` are measured rhythms
+f(q) in closed form.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+
+class AbstractJointMap(eqx.Module):
+    """Base class of joint maps ``f: R^{n_q} → R^{n_j}``.
+
+    Subclasses carry their parameters as pytree leaves (so they are traced, differentiable and
+    batchable) and the sizes ``nq``/``nj`` as static fields.
+    """
+
+    nq: eqx.AbstractVar[int]
+    nj: eqx.AbstractVar[int]
+
+    @abc.abstractmethod
+    def __call__(self, q: Float[Array, " nq"]) -> Float[Array, " nj"]:
+        """Joint variables f(q), shape (nj,) (rad for revolute, m for prismatic joints)."""
+
+    def jacobian(self, q: Float[Array, " nq"]) -> Float[Array, "nj nq"]:
+        """``J[i, k] = ∂f_i/∂q_k``: rows are ∇f_iᵀ."""
+        return jax.jacfwd(self)(q)
+
+    def hessian(self, q: Float[Array, " nq"]) -> Float[Array, "nj nq nq"]:
+        """``H[i, k, l] = ∂²f_i/∂q_k∂q_l``."""
+        return jax.jacfwd(jax.jacfwd(self))(q)
+
+    def derivatives(self, q: Float[Array, " nq"]):
+        """``(f, J, H)`` together; override where they share work (an implicit solve)."""
+        return self(q), self.jacobian(q), self.hessian(q)
+
+
+class LinearMap(AbstractJointMap):
+    """``f(q) = A q + b``: identity maps, fixed joints (zero rows) and linear couplings.
+
+    Attributes:
+        A: (nj, nq) coupling matrix (dimensionless, or m/rad for mixed units).
+        b: (nj,) offsets (rad or m).
+    """
+
+    A: Float[Array, "nj nq"]
+    b: Float[Array, " nj"]
+    nq: int = eqx.field(static=True)
+    nj: int = eqx.field(static=True)
+
+    def __init__(self, A, b=None):
+        A = jnp.asarray(A, dtype=float)
+        if A.ndim != 2:
+            raise ValueError(f"LinearMap: A must be a (nj, nq) matrix, got shape {A.shape}")
+        self.A = A
+        self.b = jnp.zeros(A.shape[0], dtype=A.dtype) if b is None else jnp.asarray(b, float)
+        self.nj, self.nq = A.shape
+        if self.b.shape != (self.nj,):
+            raise ValueError(f"LinearMap: b must have shape ({self.nj},), got {self.b.shape}")
+
+    def __call__(self, q):
+        return self.A @ q + self.b
+
+    def derivatives(self, q):
+        H = jnp.zeros((self.nj, self.nq, self.nq), dtype=self.A.dtype)
+        return self(q), self.A, H
+
+    def jacobian(self, q):
+        return self.A
+
+    def hessian(self, q):
+        return jnp.zeros((self.nj, self.nq, self.nq), dtype=self.A.dtype)
+
+
+def identity_map(n: int) -> LinearMap:
+    """``f(q) = q``: one coordinate per joint (an open chain or tree)."""
+    return LinearMap(np.eye(n))
+
+
+class ExplicitMap(AbstractJointMap):
+    """``f(q) = fn(q, params)`` for any JAX-traceable function, e.g. a measured joint rhythm.
+
+    Attributes:
+        fn: static callable ``(q (nq,), params) -> f (nj,)``.
+        params: pytree of traced parameters (regression coefficients, spline values, ...).
+    """
+
+    fn: Callable[[Array, Any], Array] = eqx.field(static=True)
+    params: Any
+    nq: int = eqx.field(static=True)
+    nj: int = eqx.field(static=True)
+
+    def __init__(self, fn, nq: int, nj: int, params=None):
+        self.fn = fn
+        self.params = params
+        self.nq = int(nq)
+        self.nj = int(nj)
+
+    def __call__(self, q):
+        return self.fn(q, self.params)
+
+
+# -------------------------------------------------------------------------------------------------
+# Implicit joint maps: closed kinematic loops g(f, q) = 0
+# -------------------------------------------------------------------------------------------------
