@@ -95,7 +95,7 @@ _LAZY_NAMES = {
 MOVED_MODULES = {
     "jaxmb.matcalc": "jaxmb.math.matcalc",
     "jaxmb.expressions": "jaxmb.math.expressions",
-    "jaxmb.io.functions": "jaxmb.math.functions",
+    "jaxmb.io.functions": "jaxmb.io.osim.functions",
     "jaxmb.coupling": "jaxmb.joint_maps",
     "jaxmb.wrapping": "jaxmb.muscles.wrap.algorithms",
     "jaxmb.hill": "jaxmb.muscles.hill",

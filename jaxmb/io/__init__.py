@@ -3,11 +3,10 @@
 - :func:`load_osim` / :func:`read_osim`: OpenSim ``.osim`` (4.x, 3.0) to a jaxmb model.
 - :mod:`jaxmb.io.motion`: ``.trc`` markers, ``.mot``/``.sto`` storage files, C3D (optional ezc3d).
 - :func:`load_model` / :func:`save_model`: jaxmb's own versioned JSON model files.
-- :mod:`jaxmb.math.functions` (also ``jaxmb.io.functions``): OpenSim's function types as
-  JAX-traceable modules.
+- :mod:`jaxmb.io.osim.functions` (also ``jaxmb.io.functions``): OpenSim's function elements read
+  into the JAX-traceable modules of :mod:`jaxmb.math.functions`.
 """
 
-from ..math import functions
 from . import model_file, motion
 from .model_file import ModelFileError, load_model, save_model
 from .motion import (
@@ -25,6 +24,7 @@ from .osim import (
     OsimImport,
     OsimImportError,
     OsimMovingPathPoint,
+    functions,
     load_osim,
     model_with_muscles,
     osim_muscle_specs,

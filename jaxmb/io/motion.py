@@ -21,7 +21,11 @@ import math
 from pathlib import Path
 from typing import Any
 
+import jax
+import jax.numpy as jnp
 import numpy as np
+
+from .osim import OsimImport
 
 __all__ = [
     "MotionFileError",
@@ -175,8 +179,6 @@ def write_storage(path: str | Path, storage: Storage) -> Path:
 
 def _rotational_mask(model, q0) -> np.ndarray:
     """Coordinates that drive a revolute joint (rad) rather than only prismatic ones (m)."""
-    import jax.numpy as jnp
-
     J = np.asarray(model.joint_map.jacobian(jnp.asarray(q0, dtype=float)))
     rev = np.asarray(model.is_revolute)
     return np.any(np.abs(J[rev]) > 0, axis=0)
@@ -207,8 +209,6 @@ def write_mot(
     Returns:
         the path written.
     """
-    from .osim.reader import OsimImport
-
     if isinstance(trajectory, tuple):
         ts, q = trajectory[0], trajectory[1]
         qd = trajectory[2] if len(trajectory) > 2 else None
@@ -223,9 +223,6 @@ def write_mot(
     if speeds and qd is None:
         raise MotionFileError(f"{path}: speeds=True needs the trajectory's qd")
     if isinstance(model, OsimImport):
-        import jax
-        import jax.numpy as jnp
-
         jm = model.model.joint_map
         full = jax.jit(jax.vmap(jm.full_coordinates))
         values = np.asarray(full(jnp.asarray(q)))

@@ -30,7 +30,6 @@ from .functions import (
     SimmSpline,
     UnsupportedFunctionError,
     natural_cubic_spline,
-    parse_function,
 )
 from .matcalc import (
     commutation_matrix,

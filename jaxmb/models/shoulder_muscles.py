@@ -9,7 +9,7 @@ muscles in machine-readable form; source in that folder's README):
   :func:`jaxmb.models.shoulder.shoulder`), in each OpenSim body's frame;
 - MoBL-ARMS's moving path points (PECM1–3, LAT1–3 and DELT2): each of x, y, z is an OpenSim
   ``PiecewiseLinearFunction`` or ``SimmSpline`` of ``shoulder_elv`` (:class:`FunctionPathPoint`,
-  evaluated with :mod:`jaxmb.io.functions`, differentiated by forward-mode autodiff);
+  evaluated with :mod:`jaxmb.math.functions`, differentiated by forward-mode autodiff);
 - the wrap objects (cylinders, ellipsoids, spheres, tori) with each PathWrap's point range
   (OpenSim's 1-based ``range``, −1 = whole path, converted to 0-based inclusive ``start``/``end``);
 - Hill parameters from the Schutte (1993) muscles of the .osim: F_max, l_opt, l_s, α_opt and
@@ -28,9 +28,7 @@ muscles in machine-readable form; source in that folder's README):
 
 from __future__ import annotations
 
-import inspect
 import json
-import warnings
 from functools import lru_cache
 from pathlib import Path
 
@@ -39,10 +37,27 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from ..io.osim import (
+    MuscleSpec,
+    PathPointSpec,
+    PathWrapSpec,
+    WrapObjectSpec,
+    body_fixed_xyz,
+    muscle_parameters,
+    path_point,
+    path_wrap,
+    wrap_object,
+)
 from ..math import LinearCombination, PiecewiseLinearFunction, SimmSpline
 from ..model import Model, ModelError
-from ..muscles import FunctionPathPoint
-from ..muscles import paths as _mus
+from ..muscles import (
+    FunctionPathPoint,
+    Muscle,
+    MuscleParameters,
+    MuscleSet,
+    share_forces,
+    with_muscles,
+)
 
 __all__ = [
     "MUSCLES",
@@ -71,9 +86,8 @@ _FUNCTIONS = {
     "SimmSpline": SimmSpline,
     "NaturalCubicSpline": SimmSpline,
 }
+_WRAP_SCALARS = ("radius", "length", "inner_radius", "outer_radius")
 
-
-# ----------------------------------------------------------------------------- moving points
 
 # ----------------------------------------------------------------------------- data
 @lru_cache(maxsize=1)
@@ -90,19 +104,20 @@ def _spec(name: str) -> dict:
     return ex["muscles"][name]
 
 
-def shoulder_muscle_parameters(name: str) -> _mus.MuscleParameters:
-    """Hill parameters of one muscle from its Schutte (1993) parameters in the .osim."""
+def shoulder_muscle_parameters(name: str) -> MuscleParameters:
+    """Hill parameters of one muscle from its Schutte (1993) parameters in the .osim.
+
+    Schutte normalises fibre velocity by l_opt/time_scale, so v_max = 1/time_scale optimal lengths
+    per second (the .osim's ``max_contraction_velocity`` is 0 for these muscles).
+    """
     s = _spec(name)
     ts = float(s["time_scale"])
     if not ts > 0:
         raise ModelError(f"muscle {name!r}: time_scale must be positive, got {ts}")
-    return _mus.MuscleParameters(
-        float(s["max_isometric_force"]),
-        float(s["optimal_fiber_length"]),
-        float(s["tendon_slack_length"]),
-        float(s["pennation_angle_at_optimal"]),
-        1.0 / ts,
-    )
+    keys = ("max_isometric_force", "optimal_fiber_length", "tendon_slack_length")
+    keys += ("pennation_angle_at_optimal",)
+    params = {k: float(s[k]) for k in keys} | {"max_contraction_velocity": 1.0 / ts}
+    return muscle_parameters(MuscleSpec(name, s["type"], params, (), ()), f"muscle {name!r}")
 
 
 def _coordinate_range(name: str, where: str) -> tuple[float, float]:
@@ -136,51 +151,38 @@ def _frame(frames: dict, body: str, where: str):
     return b, T
 
 
-def _wrap_api() -> str | None:
-    """Why jaxmb.muscles cannot take MoBL's wraps (None when it can)."""
-    if not hasattr(_mus, "WrapTorus"):
-        return "jaxmb.muscles has no WrapTorus"
-    if "start" not in inspect.signature(_mus.PathWrap).parameters:
-        return "jaxmb.muscles.PathWrap takes no point range (start, end)"
-    return None
-
-
-def _quadrant(q: str) -> str:
-    q = q.strip()
-    if q in ("x", "y", "z") and q not in getattr(_mus, "_QUADRANTS", {q: None}):
-        return "+" + q
-    return q
-
-
 def _wrap_object(name: str, frames: dict, where: str):
+    """The extract's wrap object ``name`` as a spec, built by the OpenSim reader's builder."""
     w = _extract()["wrap_objects"][name]
-    from ..io.osim.reader import body_fixed_xyz
-
     ww = f"{where}, wrap object {name!r}"
     b, T = _frame(frames, w["body"], ww)
-    R = T[:3, :3] @ body_fixed_xyz(np.asarray(w["xyz_body_rotation"], dtype=float))
-    t = T[:3, :3] @ np.asarray(w["translation"], dtype=float) + T[:3, 3]
-    quad = _quadrant(w["quadrant"])
-    kind = w["type"]
-    if kind == "WrapCylinder":
-        return _mus.WrapCylinder(b, t, R, w["radius"][0], w["length"][0], quad, name)
-    if kind == "WrapEllipsoid":
-        return _mus.WrapEllipsoid(b, t, R, w["dimensions"], quad, name)
-    if kind == "WrapSphere":
-        return _mus.WrapSphere(b, t, R, w["radius"][0], quad, name)
-    if kind == "WrapTorus":
-        return _mus.WrapTorus(b, t, R, w["inner_radius"][0], w["outer_radius"][0], quad, name)
-    raise ModelError(f"{ww}: unsupported wrap type {kind!r}")
+    # the extract stores every scalar as a one-element list, as the .osim's text does
+    params = {k: float(w[k][0]) for k in _WRAP_SCALARS if k in w}
+    if "dimensions" in w:
+        params["dimensions"] = tuple(float(v) for v in w["dimensions"])
+    spec = WrapObjectSpec(
+        name=name,
+        kind=w["type"],
+        body=w["body"],
+        translation=tuple(float(v) for v in w["translation"]),
+        rotation=body_fixed_xyz(np.asarray(w["xyz_body_rotation"], dtype=float)),
+        quadrant=w["quadrant"].strip(),
+        active=True,
+        parameters=params,
+    )
+    return wrap_object(spec, {w["body"]: (b, T)}, where)
 
 
 def _point(p: dict, frames: dict, where: str):
     wp = f"{where}, point {p['name']!r}"
     b, T = _frame(frames, p["body"], wp)
     if p["type"] == "PathPoint":
-        x = T[:3, :3] @ np.asarray(p["location"], dtype=float) + T[:3, 3]
-        return _mus.PathPoint(b, x, p["name"])
+        spec = PathPointSpec(p["name"], "PathPoint", p["body"], tuple(p["location"]))
+        return path_point(spec, {p["body"]: (b, T)}, where)
     if p["type"] != "MovingPathPoint":
         raise ModelError(f"{wp}: unsupported path point type {p['type']!r}")
+    # a function of a coordinate *name*, resolved by with_muscles on any model that has it (the
+    # reader's OsimMovingPathPoint reads an imported model's full OpenSim coordinates instead)
     fs, cs = [], []
     for a in "xyz":
         f = p[f"{a}_location"]
@@ -200,14 +202,14 @@ def _point(p: dict, frames: dict, where: str):
 
 def shoulder_muscles(
     names=MUSCLES, *, frames: dict | None = None, wrapping: bool = True
-) -> list[_mus.Muscle]:
+) -> list[Muscle]:
     """The muscles ``names`` as :class:`~jaxmb.muscles.Muscle` objects (bodies by name).
 
     Args:
         names: muscle names as in the .osim (default: all 14).
         frames: ``{OpenSim body: (body name or index, T (4, 4))}`` with ``x_model = T x_osim``;
             required (see :func:`add_shoulder_muscles` for the default).
-        wrapping: include the wrap objects (needs ``WrapTorus`` and ranged ``PathWrap``).
+        wrapping: include the wrap objects.
     """
     if frames is None:
         raise ModelError("shoulder_muscles: give frames= (see add_shoulder_muscles)")
@@ -219,11 +221,10 @@ def shoulder_muscles(
         wraps = []
         if wrapping:
             for pw in s["path_wraps"]:
-                a, b = (int(v) for v in pw["range"])
-                start, end = (0, -1) if a == -1 else (a - 1, b - 1)
+                spec = PathWrapSpec(pw["wrap_object"], "hybrid", tuple(int(v) for v in pw["range"]))
                 wo = _wrap_object(pw["wrap_object"], frames, w)
-                wraps.append(_mus.PathWrap(wo, start=start, end=end))
-        out.append(_mus.Muscle(name, pts, tuple(wraps), shoulder_muscle_parameters(name)))
+                wraps.append(path_wrap(wo, spec, len(pts), w))
+        out.append(Muscle(name, pts, tuple(wraps), shoulder_muscle_parameters(name)))
     return out
 
 
@@ -244,22 +245,14 @@ def add_shoulder_muscles(
         frames: ``{OpenSim body: (model body name or index, T (4, 4))}`` with
             ``x_model = T x_osim`` (m), for models whose frames differ from OpenSim's, e.g.
             ``read_osim(...).body_frames``.
-        wrapping: include the wrap objects. If ``jaxmb.muscles`` cannot represent them yet (no
-            ``WrapTorus`` or no ranged ``PathWrap``) the paths are built without them and a
-            ``UserWarning`` says so.
+        wrapping: include the wrap objects.
 
     Raises:
         ModelError: a body or coordinate the model lacks, bad data (named by muscle and element).
     """
     frames = _default_frames(model) if frames is None else dict(frames)
-    if wrapping and (why := _wrap_api()) is not None:
-        warnings.warn(
-            f"add_shoulder_muscles: {why}; the 14 muscles are built WITHOUT their wrap objects",
-            stacklevel=2,
-        )
-        wrapping = False
     mus = shoulder_muscles(names, frames=frames, wrapping=wrapping)
-    out = _mus.with_muscles(model, mus)
+    out = with_muscles(model, mus)
     # with_muscles rebuilds moving points from their spline knots; put the function points back
     # with the body and coordinate indices it resolved
     fixed = []
@@ -272,7 +265,7 @@ def add_shoulder_muscles(
                 )
             pts.append(p_out)
         fixed.append(eqx.tree_at(lambda m: m.points, m_out, tuple(pts)))
-    return eqx.tree_at(lambda m: m.muscles, out, _mus.MuscleSet(fixed))
+    return eqx.tree_at(lambda m: m.muscles, out, MuscleSet(fixed))
 
 
 # ----------------------------------------------------------------------------- force sharing
@@ -292,8 +285,6 @@ def share_shoulder_forces(
     :class:`jaxmb.sharing.SharingResult` (activations, forces in N, residual R F − τ in N·m,
     infeasible frames with ‖residual‖_∞ > ``tol``).
     """
-    from ..muscles import share_forces
-
     return share_forces(model, q, qd, tau, tol=tol, **kwargs)
 
 

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import PACKAGE_DATA, ROOT
+from helpers import DATA, PACKAGE_DATA, ROOT
 from scipy.interpolate import CubicSpline
 
 from jaxmb import models
@@ -522,3 +522,38 @@ def test_the_complete_examples_of_the_docs_load():
         assert_identical(model, loads_model(dumps_model(model)))
     arm = load_model(root / "jaxmb" / "data" / "models" / "two_link_arm.json")
     assert arm.muscle_names == ("flexor", "extensor")
+
+
+# ---- files written by jaxmb 0.1 -----------------------------------------------------------------
+# Saved by 984ec0b (the 0.1 layout) with dumps_model: they name classes by 0.1 module paths
+# (jaxmb.io.osim.OsimJointMap, jaxmb.io.functions.SimmSpline, jaxmb.models.shoulder_muscles.
+# FunctionPathPoint), which must still resolve after the package moved them.
+OLD = DATA / "model_files_0.1"
+
+
+def test_files_of_the_0_1_layout_load():
+    from jaxmb.io import load_osim
+    from jaxmb.models.shoulder import shoulder
+
+    text = (OLD / "arm26_osim.json").read_text()
+    assert '"jaxmb.io.osim.OsimJointMap"' in text and '"jaxmb.io.functions.Constant"' in text
+    old = load_model(OLD / "arm26_osim.json")
+    new = load_osim(DATA / "osim" / "arm26.osim")
+    assert old.coordinate_names == new.coordinate_names
+    assert old.muscle_names == new.muscle_names
+    q = jnp.array([0.4, 1.1])
+    np.testing.assert_array_equal(mass_matrix(old, q), mass_matrix(new, q))
+    free = ("BICshort",)  # a path without wrap objects: compiles in seconds
+    lo = muscle_lengths(with_muscles(old, [m for m in old.muscles.muscles if m.name in free]), q)
+    ln = muscle_lengths(with_muscles(new, [m for m in new.muscles.muscles if m.name in free]), q)
+    np.testing.assert_array_equal(lo, ln)
+
+    text = (OLD / "shoulder.json").read_text()
+    assert '"jaxmb.models.shoulder_muscles.FunctionPathPoint"' in text
+    assert '"jaxmb.io.functions.SimmSpline"' in text
+    old = load_model(OLD / "shoulder.json")
+    new = shoulder("mobl")
+    assert old.muscle_names == new.muscle_names
+    q = jnp.array([0.3, 0.8, -0.2])
+    np.testing.assert_array_equal(mass_matrix(old, q), mass_matrix(new, q))
+    assert_identical(old.muscles, new.muscles)

@@ -28,17 +28,19 @@ import pytest
 from helpers import DATA
 
 import jaxmb  # noqa: F401  (x64)
-import jaxmb.muscles.paths as jm
+import jaxmb.muscles as jm
 from jaxmb.io import functions as F
-from jaxmb.io.osim.reader import (
+from jaxmb.io.osim import (
     OsimImportError,
     OsimMovingPathPoint,
-    _build_muscle,
+    build_muscle,
     load_osim,
     model_with_muscles,
+    muscle_parameters,
     osim_muscle_specs,
     osim_muscles,
     read_osim,
+    wrap_object,
 )
 from jaxmb.kinematics import body_transforms
 from jaxmb.muscles import lengths_and_moment_arms
@@ -211,7 +213,7 @@ def test_path_points_land_on_the_right_body(key):
     A = np.concatenate([A, np.eye(4)[None]])
     pts = {}
     for spec in imp.muscles:
-        built = _build_muscle(imp, dataclasses.replace(spec, path_wraps=())).points
+        built = build_muscle(imp, dataclasses.replace(spec, path_wraps=())).points
         assert len(built) == len(spec.path)
         pts.update({f"{spec.name}/{i}": p for i, p in enumerate(built)})
     moving = {k: p for k, p in pts.items() if isinstance(p, OsimMovingPathPoint)}
@@ -322,9 +324,7 @@ def test_muscle_parameters_of_each_type():
         ("Deltoid2", "hybrid", (-1, -1)),
         ("delt2hum", "hybrid", (-1, -1)),
     ]
-    from jaxmb.io.osim.reader import _muscle_parameters
-
-    p = _muscle_parameters(d2, "test")
+    p = muscle_parameters(d2, "test")
     assert float(p.max_isometric_force) == d2.parameters["max_isometric_force"]
     assert float(p.pennation_at_optimal) == d2.parameters["pennation_angle_at_optimal"]
     # Schutte muscles in MoBL-ARMS write v_max = 0: jaxmb's default (10 l_opt/s) is used
@@ -335,8 +335,6 @@ def test_muscle_parameters_of_each_type():
 def test_wrap_objects_move_to_the_jaxmb_body_frame():
     """A wrap frame's origin and axes, taken to ground through jaxmb's body and through OpenSim's
     body pose, agree (the body may be merged or renamed by the import)."""
-    from jaxmb.io.osim.reader import _wrap_object
-
     key = "mobl_arms"
     r = POINTS["models"][key]
     imp = read_osim(DATA / "osim" / r["file"], zero_inertia=tuple(r["phantoms"]))
@@ -347,7 +345,7 @@ def test_wrap_objects_move_to_the_jaxmb_body_frame():
     for name, spec in imp.wrap_objects.items():
         if not hasattr(jm, spec.kind):
             continue
-        w = _wrap_object(imp, name, "test")
+        w = wrap_object(spec, imp.body_frames, "test")
         T = np.asarray(pose["body_transforms"][spec.body]) if spec.body != "ground" else np.eye(4)
         np.testing.assert_allclose(
             A[w.body, :3, :3] @ np.asarray(w.translation) + A[w.body, :3, 3],
@@ -381,7 +379,7 @@ def test_unsupported_muscle_type_names_it(tmp_path):
 
 def _build(path, muscle):
     imp = read_osim(path)
-    return _build_muscle(imp, next(m for m in imp.muscles if m.name == muscle))
+    return build_muscle(imp, next(m for m in imp.muscles if m.name == muscle))
 
 
 def test_wrap_errors_name_the_wrap(tmp_path, monkeypatch):

@@ -1,0 +1,560 @@
+"""An ``.osim`` document: OpenSim's bodies, joints, coordinates, constraints and muscles as specs.
+
+:class:`OsimDocument` parses the file once and answers per element set: :meth:`~OsimDocument.bodies`
+(mass, centre of mass, inertia), :meth:`~OsimDocument.joints` (4.x JointSet with its offset frames
+resolved to bodies, or 3.0 joints inside bodies; each joint's TransformAxis entries in the order
+they act), :meth:`~OsimDocument.couplings` (CoordinateCouplerConstraints),
+:meth:`~OsimDocument.muscles` and :meth:`~OsimDocument.wrap_objects`. Everything is plain data in
+OpenSim's terms; :func:`jaxmb.io.osim.read_osim` assembles the jaxmb model from it. Any element it
+cannot represent raises :class:`~jaxmb.io.osim.OsimImportError` naming the element and the file."""
+
+from __future__ import annotations
+
+import dataclasses
+import posixpath
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+
+from ...math import AbstractFunction, Constant, LinearFunction, UnsupportedFunctionError
+from .functions import parse_function
+from .xml import (
+    SUPPORTED_JOINTS,
+    MuscleSpec,
+    OsimCoordinate,
+    OsimImportError,
+    PathPointSpec,
+    PathWrapSpec,
+    WrapObjectSpec,
+    body_fixed_xyz,
+    child_flag,
+    child_text,
+    child_vector,
+    homogeneous,
+    socket_path,
+    unit_axis,
+)
+
+__all__ = ["OsimDocument", "JointSpec", "TransformAxisSpec"]
+
+
+@dataclasses.dataclass
+class TransformAxisSpec:
+    """One moving or constant axis of a joint: rotation about / translation along ``axis`` (3,),
+    unit, in the joint's frame left by the axes before it, by ``function`` of ``coordinate``."""
+
+    kind: str  # "rotation" | "translation"
+    axis: np.ndarray
+    coordinate: str | None
+    function: AbstractFunction
+    label: str
+
+
+@dataclasses.dataclass
+class JointSpec:
+    """An OpenSim joint: ``X_GB = X_GP · X_PF · X_FM(q) · X_BM⁻¹`` with ``X_FM`` from ``axes``."""
+
+    name: str
+    type: str
+    parent: str  # OpenSim body name, "ground" for the ground
+    child: str
+    X_PF: np.ndarray  # parent offset in the parent body frame
+    X_BM: np.ndarray  # child offset in the child body frame
+    coordinates: list[OsimCoordinate]
+    axes: list[TransformAxisSpec]
+
+
+class OsimDocument:
+    """A parsed ``.osim`` file (4.x or 3.0); ``where(what)`` prefixes messages with the file."""
+
+    def __init__(self, path):
+        self.path = str(path)
+        try:
+            self.tree = ET.parse(self.path)
+        except FileNotFoundError:
+            raise OsimImportError(f"{self.path}: file not found") from None
+        except ET.ParseError as e:
+            raise OsimImportError(f"{self.path}: not valid XML ({e})") from None
+        root = self.tree.getroot()
+        if root.tag != "OpenSimDocument":
+            raise OsimImportError(
+                f"{self.path}: root element is <{root.tag}>, not <OpenSimDocument>"
+            )
+        try:
+            self.version = int(root.get("Version", "0"))
+        except ValueError:
+            self.version = 0
+        self.model_el = root.find("Model")
+        if self.model_el is None:
+            raise OsimImportError(f"{self.path}: no <Model> element")
+        self.name = self.model_el.get("name", Path(self.path).stem)
+        self.v4 = self.version >= 30500 or self.model_el.find("JointSet") is not None
+
+    def where(self, what: str) -> str:
+        return f"{self.path}: {what}"
+
+    # ---- bodies ------------------------------------------------------------------------
+    def bodies(self) -> dict[str, dict]:
+        out = {}
+        bs = self.model_el.find("BodySet")
+        objs = [] if bs is None or bs.find("objects") is None else list(bs.find("objects"))
+        for b in objs:
+            if b.tag != "Body":
+                raise OsimImportError(self.where(f"body element <{b.tag}> is not supported"))
+            name = b.get("name")
+            if name == "ground":
+                continue
+            w = self.where(f"Body {name!r}")
+            mass = child_vector(b, "mass", 1, w)[0]
+            com = child_vector(b, "mass_center", 3, w, default=(0, 0, 0))
+            if b.find("inertia") is not None:
+                i6 = child_vector(b, "inertia", 6, w)
+            else:
+                i6 = np.array(
+                    [
+                        child_vector(b, f"inertia_{k}", 1, w, default=(0.0,))[0]
+                        for k in ("xx", "yy", "zz", "xy", "xz", "yz")
+                    ]
+                )
+            xx, yy, zz, xy, xz, yz = i6
+            inertia = np.array([[xx, xy, xz], [xy, yy, yz], [xz, yz, zz]])
+            if mass < 0:
+                raise OsimImportError(f"{w}: negative mass {mass}")
+            if mass == 0:
+                # Simbody stores inertia per unit mass: a massless body has no inertia in OpenSim
+                inertia = np.zeros((3, 3))
+            ev = np.linalg.eigvalsh(inertia)
+            scale = max(np.abs(inertia).max(), 1e-300)
+            if ev.min() < -1e-12 * scale:
+                raise OsimImportError(f"{w}: inertia has a negative principal moment {ev.tolist()}")
+            out[name] = dict(mass=mass, com=com, inertia=inertia, el=b)
+        return out
+
+    # ---- coordinates -------------------------------------------------------------------
+    def _coordinate(self, c: ET.Element, joint: str, rotational: bool | None) -> OsimCoordinate:
+        name = c.get("name")
+        w = self.where(f"Coordinate {name!r} of joint {joint!r}")
+        mt = child_text(c, "motion_type")
+        if mt is not None:
+            rotational = mt.strip().lower() == "rotational"
+        rng = child_vector(c, "range", 2, w, default=(-np.pi, np.pi))
+        if c.find("prescribed_function") is not None and len(c.find("prescribed_function")):
+            if child_flag(c, "prescribed", default=self.v4):
+                raise OsimImportError(f"{w}: prescribed coordinates are not supported")
+        return OsimCoordinate(
+            name=name,
+            joint=joint,
+            rotational=bool(rotational) if rotational is not None else True,
+            default_value=float(child_vector(c, "default_value", 1, w, default=(0.0,))[0]),
+            range=(float(rng[0]), float(rng[1])),
+            locked=child_flag(c, "locked"),
+            clamped=child_flag(c, "clamped"),
+        )
+
+    # ---- frames (4.x) --------------------------------------------------------------------
+    def _collect_frames(self):
+        """Component path -> (parent path, X_parent_frame) of every PhysicalOffsetFrame."""
+        frames: dict[str, tuple[str, np.ndarray]] = {}
+
+        def visit(el: ET.Element, owner: str):
+            for child in el:
+                if child.tag == "PhysicalOffsetFrame":
+                    name = child.get("name")
+                    fpath = posixpath.join(owner, name)
+                    w = self.where(f"PhysicalOffsetFrame {fpath!r}")
+                    sp = socket_path(child, "parent")
+                    if sp is None:
+                        raise OsimImportError(f"{w}: missing <socket_parent>")
+                    ppath = self._resolve(sp, fpath)
+                    T = homogeneous(
+                        body_fixed_xyz(child_vector(child, "orientation", 3, w, default=(0, 0, 0))),
+                        child_vector(child, "translation", 3, w, default=(0, 0, 0)),
+                    )
+                    frames[fpath] = (ppath, T)
+                    visit(child, fpath)
+                elif child.tag in ("frames", "components", "objects"):
+                    visit(child, owner)
+                elif child.get("name") is not None:
+                    visit(child, posixpath.join(owner, child.get("name")))
+
+        for setname in ("BodySet", "JointSet", "Ground", "components"):
+            for el in self.model_el.findall(setname):
+                if setname == "BodySet":
+                    visit(el, "/bodyset")
+                elif setname == "JointSet":
+                    visit(el, "/jointset")
+                elif setname == "Ground":
+                    visit(el, "/ground")
+                else:
+                    visit(el, "/")
+        return frames
+
+    @staticmethod
+    def _resolve(p: str, relative_to: str) -> str:
+        p = p.strip()
+        if p.startswith("/"):
+            return posixpath.normpath(p)
+        return posixpath.normpath(posixpath.join(relative_to, p))
+
+    def _frame_to_body(self, fpath: str, frames, body_names, what: str):
+        T = np.eye(4)
+        seen = set()
+        while True:
+            if fpath in ("/ground", "/ground/ground"):
+                return "ground", T
+            if fpath.startswith("/bodyset/") and fpath.count("/") == 2:
+                b = fpath.split("/")[2]
+                if b not in body_names:
+                    raise OsimImportError(self.where(f"{what}: unknown body {b!r}"))
+                return b, T
+            if fpath not in frames or fpath in seen:
+                raise OsimImportError(self.where(f"{what}: cannot resolve frame {fpath!r}"))
+            seen.add(fpath)
+            parent, X = frames[fpath]
+            T = X @ T
+            fpath = parent
+
+    # ---- joints ----------------------------------------------------------------------------
+    def _axes(self, st: ET.Element | None, jname: str, coords: dict[str, OsimCoordinate]):
+        axes = []
+        if st is None:
+            raise OsimImportError(self.where(f"CustomJoint {jname!r}: missing <SpatialTransform>"))
+        tas = {ta.get("name"): ta for ta in st.findall("TransformAxis")}
+        order = ["translation1", "translation2", "translation3"]
+        order += ["rotation1", "rotation2", "rotation3"]
+        for an in order:
+            ta = tas.get(an)
+            if ta is None:
+                continue
+            w = f"{self.path}: CustomJoint {jname!r} TransformAxis {an!r}"
+            cnames = (child_text(ta, "coordinates") or "").split()
+            axis = child_vector(ta, "axis", 3, w)
+            fel = None
+            for child in ta:
+                if child.tag in ("function",) or child.get("name") == "function":
+                    fel = child
+            if fel is None:
+                fel = next((c for c in ta if c.tag not in ("coordinates", "axis")), None)
+            if fel is None:
+                func: AbstractFunction = (
+                    LinearFunction(1.0, 0.0) if len(cnames) == 1 else Constant(0.0)
+                )
+            else:
+                try:
+                    func = parse_function(fel, w)
+                except UnsupportedFunctionError as e:
+                    raise OsimImportError(str(e)) from None
+            if len(cnames) > 1:
+                raise OsimImportError(
+                    f"{w}: a function of {len(cnames)} coordinates {cnames} is not supported"
+                    " (only functions of one coordinate)"
+                )
+            cname = cnames[0] if cnames else None
+            if cname is not None and cname not in coords:
+                raise OsimImportError(f"{w}: unknown coordinate {cname!r}")
+            if cname is None and not func.is_constant:
+                # OpenSim evaluates a function with no coordinates at x = 0
+                func = Constant(float(func(jnp.zeros(()))))
+            kind = "rotation" if an.startswith("rotation") else "translation"
+            axes.append(TransformAxisSpec(kind, unit_axis(axis, w), cname, func, an))
+        return axes
+
+    def joints(self, body_names: set[str]) -> list[JointSpec]:
+        joints: list[JointSpec] = []
+        if self.v4:
+            frames = self._collect_frames()
+            js = self.model_el.find("JointSet")
+            objs = [] if js is None or js.find("objects") is None else list(js.find("objects"))
+            for j in objs:
+                joints.append(self._joint4(j, frames, body_names))
+        else:
+            bs = self.model_el.find("BodySet")
+            for b in list(bs.find("objects")) if bs is not None else []:
+                jw = b.find("Joint")
+                if jw is None or len(jw) == 0:
+                    continue
+                if b.get("name") == "ground":
+                    continue
+                for j in jw:
+                    joints.append(self._joint3(j, b.get("name"), body_names))
+        return joints
+
+    def _check_type(self, j: ET.Element):
+        if j.tag not in SUPPORTED_JOINTS:
+            raise OsimImportError(
+                self.where(
+                    f"joint {j.get('name')!r} has unsupported type {j.tag!r}"
+                    f" (supported: {', '.join(SUPPORTED_JOINTS)})"
+                )
+            )
+        if child_flag(j, "reverse"):
+            raise OsimImportError(self.where(f"{j.tag} {j.get('name')!r}: reverse joints"))
+
+    def _joint_body(self, jname, jtype, coords, st):
+        """Axes of a joint type in the order they act."""
+        cmap = {c.name: c for c in coords}
+        if jtype == "CustomJoint":
+            axes = self._axes(st, jname, cmap)
+            used_rot = {a.coordinate for a in axes if a.kind == "rotation" and a.coordinate}
+            coords = [
+                dataclasses.replace(c, rotational=c.name in used_rot) if not self._has_mt else c
+                for c in coords
+            ]
+            return axes, coords
+        if jtype == "WeldJoint":
+            if coords:
+                raise OsimImportError(self.where(f"WeldJoint {jname!r} has coordinates"))
+            return [], coords
+        if len(coords) != 1:
+            raise OsimImportError(self.where(f"{jtype} {jname!r} needs exactly one coordinate"))
+        c = coords[0]
+        if jtype == "PinJoint":
+            coords = [dataclasses.replace(c, rotational=True)]
+            return [
+                TransformAxisSpec(
+                    "rotation", np.array([0.0, 0, 1]), c.name, LinearFunction(1.0), "rz"
+                )
+            ], coords
+        coords = [dataclasses.replace(c, rotational=False)]
+        return [
+            TransformAxisSpec(
+                "translation", np.array([1.0, 0, 0]), c.name, LinearFunction(1.0), "tx"
+            )
+        ], coords
+
+    def _joint4(self, j, frames, body_names) -> JointSpec:
+        self._check_type(j)
+        jname = j.get("name")
+        jpath = f"/jointset/{jname}"
+        sp, sc = socket_path(j, "parent_frame"), socket_path(j, "child_frame")
+        if sp is None or sc is None:
+            raise OsimImportError(self.where(f"{j.tag} {jname!r}: missing parent or child frame"))
+        parent, X_PF = self._frame_to_body(
+            self._resolve(sp, jpath), frames, body_names, f"{j.tag} {jname!r} parent frame"
+        )
+        child, X_BM = self._frame_to_body(
+            self._resolve(sc, jpath), frames, body_names, f"{j.tag} {jname!r} child frame"
+        )
+        self._has_mt = False
+        coords = [self._coordinate(c, jname, None) for c in j.findall("coordinates/Coordinate")]
+        axes, coords = self._joint_body(jname, j.tag, coords, j.find("SpatialTransform"))
+        return JointSpec(jname, j.tag, parent, child, X_PF, X_BM, coords, axes)
+
+    def _joint3(self, j, child, body_names) -> JointSpec:
+        self._check_type(j)
+        jname = j.get("name")
+        w = self.where(f"{j.tag} {jname!r}")
+        parent = child_text(j, "parent_body")
+        if parent is None or (parent not in body_names and parent != "ground"):
+            raise OsimImportError(f"{w}: unknown parent body {parent!r}")
+        X_PF = homogeneous(
+            body_fixed_xyz(child_vector(j, "orientation_in_parent", 3, w, default=(0, 0, 0))),
+            child_vector(j, "location_in_parent", 3, w, default=(0, 0, 0)),
+        )
+        X_BM = homogeneous(
+            body_fixed_xyz(child_vector(j, "orientation", 3, w, default=(0, 0, 0))),
+            child_vector(j, "location", 3, w, default=(0, 0, 0)),
+        )
+        self._has_mt = True
+        coords = [
+            self._coordinate(c, jname, None) for c in j.findall("CoordinateSet/objects/Coordinate")
+        ]
+        axes, coords = self._joint_body(jname, j.tag, coords, j.find("SpatialTransform"))
+        return JointSpec(jname, j.tag, parent, child, X_PF, X_BM, coords, axes)
+
+    # ---- constraints -------------------------------------------------------------------------
+    def couplings(self, coord_names: list[str]):
+        out = []
+        cs = self.model_el.find("ConstraintSet")
+        objs = [] if cs is None or cs.find("objects") is None else list(cs.find("objects"))
+        for c in objs:
+            name = c.get("name")
+            w = self.where(f"{c.tag} {name!r}")
+            enforced = child_flag(c, "isEnforced", True) and not child_flag(c, "isDisabled", False)
+            if not enforced:
+                continue
+            if c.tag != "CoordinateCouplerConstraint":
+                raise OsimImportError(
+                    f"{w}: constraint type {c.tag!r} is not supported"
+                    " (supported: CoordinateCouplerConstraint)"
+                )
+            ind = (child_text(c, "independent_coordinate_names") or "").split()
+            dep = child_text(c, "dependent_coordinate_name")
+            if len(ind) != 1:
+                raise OsimImportError(
+                    f"{w}: couplings of {len(ind)} independent coordinates {ind} are not supported"
+                )
+            for n in ind + [dep]:
+                if n not in coord_names:
+                    raise OsimImportError(f"{w}: unknown coordinate {n!r}")
+            fel = c.find("coupled_coordinates_function")
+            if fel is None:
+                raise OsimImportError(f"{w}: missing <coupled_coordinates_function>")
+            try:
+                g = parse_function(fel, w)
+            except UnsupportedFunctionError as e:
+                raise OsimImportError(str(e)) from None
+            scale = float(child_text(c, "scale_factor", "1"))
+            out.append((name, dep, ind[0], g, scale))
+        deps = [d for _, d, _, _, _ in out]
+        for d in set(deps):
+            if deps.count(d) > 1:
+                raise OsimImportError(self.where(f"coordinate {d!r} is coupled by two constraints"))
+        return out
+
+    # ---- muscles -------------------------------------------------------------------------
+    def muscles(self) -> tuple[MuscleSpec, ...]:
+        fs = self.model_el.find("ForceSet")
+        objs = [] if fs is None or fs.find("objects") is None else list(fs.find("objects"))
+        out = []
+        for m in objs:
+            if "Muscle" not in m.tag:
+                continue
+            out.append(self._muscle(m))
+        return tuple(out)
+
+    def _muscle(self, m: ET.Element) -> MuscleSpec:
+        name = m.get("name")
+        w = self.where(f"{m.tag} {name!r}")
+        kind = m.tag
+        params = {}
+        for tag in (
+            "max_isometric_force",
+            "optimal_fiber_length",
+            "tendon_slack_length",
+            "pennation_angle_at_optimal",
+            "max_contraction_velocity",
+            "activation_time_constant",
+            "deactivation_time_constant",
+            "FmaxTendonStrain",
+            "FmaxMuscleStrain",
+            "KshapeActive",
+            "KshapePassive",
+            "Af",
+            "Flen",
+            "fv_linear_damping",
+            "default_activation",
+            "passive_fiber_strain_at_one_norm_force",
+            "tendon_strain_at_one_norm_force",
+            "active_force_width_scale",
+            "fiber_damping",
+            "minimum_activation",
+            "max_pennation_angle",
+            "time_scale",
+        ):
+            t = child_text(m, tag)
+            if t is not None:
+                try:
+                    params[tag] = float(t)
+                except ValueError:
+                    pass
+        gp = m.find("GeometryPath")
+        if gp is None:
+            raise OsimImportError(f"{w}: no <GeometryPath>")
+        pts = gp.find("PathPointSet/objects")
+        path = []
+        for p in list(pts) if pts is not None else []:
+            path.append(self._path_point(p, w))
+        pws = []
+        for pw in gp.findall("PathWrapSet/objects/PathWrap"):
+            wname = child_text(pw, "wrap_object") or child_text(pw, "socket_wrap_object") or ""
+            wname = posixpath.basename(wname.strip())
+            if not wname:
+                raise OsimImportError(f"{w}: PathWrap {pw.get('name')!r} names no wrap object")
+            rng = child_vector(pw, "range", 2, f"{w} PathWrap {wname!r}", default=(-1, -1))
+            if np.any(rng != np.round(rng)):
+                raise OsimImportError(f"{w} PathWrap {wname!r}: <range> must be integers: {rng}")
+            method = (child_text(pw, "method") or "hybrid").strip()
+            pws.append(PathWrapSpec(wname, method, (int(rng[0]), int(rng[1]))))
+        wraps = tuple(p.wrap for p in pws)
+        applies = child_flag(m, "appliesForce", True) and not child_flag(m, "isDisabled", False)
+        return MuscleSpec(name, kind, params, tuple(path), wraps, applies, tuple(pws))
+
+    def wrap_objects(self) -> dict[str, WrapObjectSpec]:
+        out = {}
+        for holder, bname in [(self.model_el.find("Ground"), "ground")] + [
+            (b, b.get("name")) for b in self.model_el.iter("Body")
+        ]:
+            if holder is None:
+                continue
+            for wo in holder.findall("WrapObjectSet/objects/*"):
+                name = wo.get("name")
+                w = self.where(f"{wo.tag} {name!r} on body {bname!r}")
+                params: dict[str, Any] = {}
+                for tag, n in (("radius", 1), ("length", 1), ("dimensions", 3)):
+                    if wo.find(tag) is not None:
+                        v = child_vector(wo, tag, n, w)
+                        params[tag] = float(v[0]) if n == 1 else tuple(v.tolist())
+                for tag in ("inner_radius", "outer_radius"):
+                    if wo.find(tag) is not None:
+                        params[tag] = float(child_vector(wo, tag, 1, w)[0])
+                out[name] = WrapObjectSpec(
+                    name=name,
+                    kind=wo.tag,
+                    body=bname,
+                    translation=tuple(
+                        child_vector(wo, "translation", 3, w, default=(0, 0, 0)).tolist()
+                    ),
+                    rotation=body_fixed_xyz(
+                        child_vector(wo, "xyz_body_rotation", 3, w, default=(0, 0, 0))
+                    ),
+                    quadrant=(child_text(wo, "quadrant") or "all").strip(),
+                    active=child_flag(wo, "active", True),
+                    parameters=params,
+                )
+        return out
+
+    def _body_of(self, p: ET.Element, w: str) -> str:
+        b = child_text(p, "body")
+        if b is not None:
+            return b
+        sp = child_text(p, "socket_parent_frame")
+        if sp is None:
+            raise OsimImportError(f"{w}: path point {p.get('name')!r} names no body")
+        parts = posixpath.normpath(sp).strip("/").split("/")
+        if parts[0] == "bodyset" and len(parts) == 2:
+            return parts[1]
+        if parts == ["ground"]:
+            return "ground"
+        raise OsimImportError(f"{w}: path point {p.get('name')!r} on frame {sp!r} (not a body)")
+
+    def _coord_name(self, s: str | None) -> str | None:
+        return None if not s else posixpath.basename(s.strip())
+
+    def _path_point(self, p: ET.Element, w: str) -> PathPointSpec:
+        pname = p.get("name")
+        pw = f"{w} {p.tag} {pname!r}"
+        body = self._body_of(p, w)
+        if p.tag == "PathPoint":
+            loc = child_vector(p, "location", 3, pw)
+            return PathPointSpec(pname, "PathPoint", body, tuple(loc))
+        if p.tag == "ConditionalPathPoint":
+            loc = child_vector(p, "location", 3, pw)
+            rng = child_vector(p, "range", 2, pw)
+            c = self._coord_name(child_text(p, "socket_coordinate") or child_text(p, "coordinate"))
+            return PathPointSpec(
+                pname, p.tag, body, tuple(loc), coordinate=c, range=(rng[0], rng[1])
+            )
+        if p.tag == "MovingPathPoint":
+            loc = child_vector(p, "location", 3, pw, default=(0, 0, 0))
+            coords, funcs = [], []
+            for ax in "xyz":
+                c = self._coord_name(
+                    child_text(p, f"socket_{ax}_coordinate") or child_text(p, f"{ax}_coordinate")
+                )
+                fel = p.find(f"{ax}_location")
+                f = None
+                if fel is not None and len(fel):
+                    try:
+                        f = parse_function(fel, pw)
+                    except UnsupportedFunctionError as e:
+                        raise OsimImportError(str(e)) from None
+                coords.append(c)
+                funcs.append(f)
+            return PathPointSpec(
+                pname, p.tag, body, tuple(loc), coordinates=tuple(coords), functions=tuple(funcs)
+            )
+        raise OsimImportError(f"{pw}: unsupported path point type {p.tag!r}")
