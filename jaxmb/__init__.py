@@ -97,7 +97,7 @@ MOVED_MODULES = {
     "jaxmb.expressions": "jaxmb.math.expressions",
     "jaxmb.io.functions": "jaxmb.io.osim.functions",
     "jaxmb.coupling": "jaxmb.joint_maps",
-    "jaxmb.wrapping": "jaxmb.muscles.wrap.algorithms",
+    "jaxmb.wrapping": "jaxmb.muscles.wrap",
     "jaxmb.hill": "jaxmb.muscles.hill",
     "jaxmb.sharing": "jaxmb.muscles.sharing",
     "jaxmb.batched": "jaxmb.dynamics.batched",

@@ -1,7 +1,17 @@
-"""Musculotendon paths (points, conditional and moving points, wrap objects), lengths and
-moment arms, Hill-type muscles and force sharing.
+"""Musculotendon paths and what they give: path points (:mod:`.points`), wrap objects, one file per
+shape (:mod:`.wrap`), musculotendon units and their validation (:mod:`.paths`), OpenSim's wrapping
+of one path (:mod:`.path_kernel`), lengths and moment arms of all muscles (:mod:`.geometry`),
+Hill-type muscles (:mod:`.hill`) and force sharing (:mod:`.sharing`).
 """
 
+from .geometry import (
+    lengths_and_moment_arms,
+    moment_arm_terms,
+    moment_arms,
+    muscle_lengths,
+    muscle_velocities,
+    path_geometry,
+)
 from .hill import (
     activation_derivative,
     active_force_length,
@@ -19,28 +29,14 @@ from .hill import (
     tendon_force_length,
     tendon_length_from_force,
 )
-from .paths import (
+from .paths import Muscle, MuscleParameters, MuscleSet, PathWrap, with_muscles
+from .points import (
     ConditionalPathPoint,
     FunctionPathPoint,
     MovingPathPoint,
-    Muscle,
-    MuscleParameters,
-    MuscleSet,
     OsimMovingPathPoint,
     PathPoint,
-    PathWrap,
-    WrapCylinder,
-    WrapEllipsoid,
-    WrapSphere,
-    WrapTorus,
     clamp_to_range,
-    lengths_and_moment_arms,
-    moment_arm_terms,
-    moment_arms,
-    muscle_lengths,
-    muscle_velocities,
-    path_geometry,
-    with_muscles,
 )
 from .sharing import (
     SharingResult,
@@ -48,3 +44,4 @@ from .sharing import (
     sharing_problem,
     solve_sharing_qp,
 )
+from .wrap import AbstractWrapObject, WrapCylinder, WrapEllipsoid, WrapSphere, WrapTorus

@@ -38,8 +38,10 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from ..dynamics import forward_dynamics
 from ..model import Model
-from .paths import MuscleParameters, moment_arms, muscle_lengths
+from .geometry import moment_arms, muscle_lengths
+from .paths import MuscleParameters
 
 __all__ = [
     "tendon_force_length",
@@ -263,8 +265,6 @@ def musculoskeletal_rhs(
     is ``R(q) F_MT`` (closed-form moment arms), added to the model's own forces by
     :func:`jaxmb.dynamics.forward_dynamics`. Returns ``f(t, y, args=None)`` (diffrax signature).
     """
-    from ..dynamics import forward_dynamics
-
     if tendon not in ("rigid", "elastic"):
         raise ValueError(
             f"musculoskeletal_rhs: tendon must be 'rigid' or 'elastic', got {tendon!r}"

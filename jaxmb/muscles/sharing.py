@@ -30,8 +30,8 @@ import optax
 from jaxtyping import Array, Float
 
 from ..model import Model
+from .geometry import lengths_and_moment_arms
 from .hill import rigid_tendon_coefficients
-from .paths import lengths_and_moment_arms
 
 __all__ = ["SharingResult", "share_forces", "sharing_problem", "solve_sharing_qp"]
 

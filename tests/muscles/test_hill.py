@@ -12,11 +12,11 @@ import scipy.integrate
 import scipy.optimize
 from helpers import DATA
 
-from jaxmb import hill
 from jaxmb import muscles as mu
 from jaxmb.dynamics import forward_dynamics
 from jaxmb.model import Body, build_model
 from jaxmb.models.arm26 import arm26
+from jaxmb.muscles import hill
 
 REF = json.loads(
     (DATA / "degroote_opensim_reference.json").read_text()

@@ -11,12 +11,15 @@ import pytest
 import scipy.interpolate
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from reference.muscle_paths import wrap_cylinder, wrap_ellipsoid, wrapped_path_unrolled
 from strategies import examples, random_bodies, random_coupling, random_models
 
 import jaxmb as mb
 from jaxmb import muscles as mu
 from jaxmb.kinematics import body_transforms, kinematics
+from jaxmb.math.functions import natural_cubic_spline
 from jaxmb.model import ModelError
+from jaxmb.muscles.geometry import path_inputs
 
 TOL = 1e-10
 
@@ -121,7 +124,7 @@ def test_moving_point_spline_matches_scipy():
     y = rng.normal(size=6)
     cs = scipy.interpolate.CubicSpline(x, y, bc_type="natural")
     for xe in np.linspace(x[0], x[-1], 17):
-        v, d = mu.natural_cubic_spline(jnp.asarray(x), jnp.asarray(y), jnp.asarray(xe))
+        v, d = natural_cubic_spline(jnp.asarray(x), jnp.asarray(y), jnp.asarray(xe))
         assert abs(float(v) - cs(xe)) < 1e-12
         assert abs(float(d) - cs(xe, 1)) < 1e-11
 
@@ -219,7 +222,7 @@ def test_cylinder_wrap_is_the_unrolled_geodesic():
     p = np.array([0.5, 0.1, -0.2])
     s = np.array([-0.4, -0.2, 0.3])
     r = 0.1
-    on, T1, T2, curve = mu._wrap_cylinder(jnp.asarray(p), jnp.asarray(s), r, jnp.inf, None)
+    on, T1, T2, curve = wrap_cylinder(jnp.asarray(p), jnp.asarray(s), r, jnp.inf, None)
     T1, T2 = np.asarray(T1), np.asarray(T2)
     assert bool(on)
     assert abs(np.hypot(*T1[:2]) - r) < 1e-15 and abs(np.hypot(*T2[:2]) - r) < 1e-15
@@ -241,9 +244,9 @@ def test_cylinder_wrap_is_the_unrolled_geodesic():
 def test_no_wrap_when_line_misses():
     p = jnp.asarray([1.0, 1.0, 0.0])
     s = jnp.asarray([-1.0, 1.0, 0.3])
-    on, *_ = mu._wrap_cylinder(p, s, 0.5, jnp.inf, None)
+    on, *_ = wrap_cylinder(p, s, 0.5, jnp.inf, None)
     assert not bool(on)
-    on, *_ = mu._wrap_ellipsoid(p, s, jnp.asarray([0.5, 0.5, 0.5]), None)
+    on, *_ = wrap_ellipsoid(p, s, jnp.asarray([0.5, 0.5, 0.5]), None)
     assert not bool(on)
 
 
@@ -350,11 +353,10 @@ def test_kernel_equals_the_per_muscle_unrolled_path():
     L = jax.jit(jax.vmap(lambda x: mu.muscle_lengths(model, x)))(qs)
 
     def unrolled(x):
-        A_ext = mu._poses_ext(model, kinematics(model, x, second_order=False).A)
         out = []
-        for mus in model.muscles.muscles:
-            _, _, active, X, frames = mu._path_inputs(mus, A_ext, x, model.nq)
-            out.append(mu._wrapped_path_unrolled(mus, X, active, frames)[0])
+        for m in range(len(model.muscles.muscles)):
+            mus, X, active, frames = path_inputs(model, x, m)
+            out.append(wrapped_path_unrolled(mus, X, active, frames)[0])
         return jnp.stack(out)
 
     L_ref = jax.jit(jax.vmap(unrolled))(qs)

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import scipy.optimize
 
-import jaxmb.muscles.paths as mu
-from jaxmb import sharing
+from jaxmb import muscles as mu
 from jaxmb.models.arm26 import arm26
+from jaxmb.muscles import sharing
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""jaxmb.wrapping against OpenSim 4.6 on random geometry, one wrap object per path.
+"""jaxmb.muscles.wrap against OpenSim 4.6 on random geometry, one wrap object per path.
 
 Reference: tests/data/wrap_opensim_reference.json (tests/data/make_wrap_reference.py): a two-point
 PathActuator on the ground over one wrap object at a random pose, quadrant and size, 24 random
@@ -17,8 +17,10 @@ import pytest
 from helpers import DATA
 
 from jaxmb import muscles as mu
-from jaxmb import wrapping as wr
 from jaxmb.models.arm26 import body_fixed_xyz
+from jaxmb.muscles import wrap as wr
+from jaxmb.muscles.path_kernel import wrapped_path
+from jaxmb.muscles.wrap.torus import circle_parameter, circle_residual
 
 REF = json.loads(
     (DATA / "wrap_opensim_reference.json").read_text()
@@ -26,11 +28,11 @@ REF = json.loads(
 
 # (kind, quadrant, extra) -> (cases equal to OpenSim within 1e-12 m, bound on max |ΔL| m).
 # Measured (this commit): cylinder "all" 1.1e-16, "+x" 2.2e-16, "-y" 1.1e-16 on all 24 (OpenSim
-# 4.6's signed helix angle, see wrapping._spiral); sphere ≤ 3.3e-16 on all 24 in every quadrant;
-# torus 2.8e-16 on all 24 (wrapping._lmdif1 reproduces OpenSim's MINPACK lmdif iterates, tolerance
+# 4.6's signed helix angle, see cylinder._spiral); sphere ≤ 3.3e-16 on all 24 in every quadrant;
+# torus 2.8e-16 on all 24 (torus._lmdif1 reproduces OpenSim's MINPACK lmdif iterates, tolerance
 # 1e-4, from u = 0); multi-object cylinder (OpenSim's 1.5× tangent sliding to 0.1°) 2.2e-16
 # ("all") and 1.7e-16 ("+x") on all 24, slow tests; ellipsoid (OpenSim's WrapEllipsoid ported,
-# jaxmb.wrapping.ellipsoid_wrap_line): ≤ 3.3e-16 on every case of every configuration (random,
+# jaxmb.muscles.wrap.ellipsoid_wrap_line): ≤ 3.3e-16 on every case of every configuration (random,
 # slender and equal-axis shapes, quadrants all/±x/-y/z/-z, multi-object);
 # jax.grad of its length equals central differences within 6.6e-10 (11 cases, slow test).
 EXPECT = {
@@ -108,7 +110,7 @@ def _lengths(kind, quadrant, extra, cases):
             frames.append((jnp.eye(3), jnp.asarray(far["translation"])))
         pts = (mu.PathPoint(-1, x[0]), mu.PathPoint(-1, x[1]))
         mus = mu.Muscle("act", pts, tuple(pws))
-        return mu._wrapped_path(mus, x, jnp.ones(2, bool), tuple(frames))[0]
+        return wrapped_path(mus, x, jnp.ones(2, bool), tuple(frames))[0]
 
     return np.asarray(jax.jit(jax.vmap(one))(X, Rs, ts, sizes))
 
@@ -121,7 +123,8 @@ CONFIGS = [
 
 @pytest.mark.parametrize("kind, quadrant, extra", CONFIGS)
 def test_length_equals_opensim(kind, quadrant, extra):
-    """Whole-path lengths through muscles._wrapped_path (ellipsoids: the hookup, slow tests)."""
+    """Whole-path lengths through jaxmb.muscles.path_kernel.wrapped_path (ellipsoids: the hookup,
+    slow tests)."""
     cases = [
         c for c in REF["cases"] if (c["kind"], c["quadrant"], c["extra"]) == (kind, quadrant, extra)
     ]
@@ -266,8 +269,8 @@ def test_torus_gradient_where_lmdif_stops_off_a_root():
     at ~1e-11 m here, OpenSim's too, and jumps within 1e-6 in some directions)."""
     p1, p2 = jnp.asarray(ECRL_TORUS_P1), jnp.asarray(ECRL_TORUS_P2)
     for a, b in ((p1, p2), (p2, p1)):
-        u = wr._circle_u(a, b, 0.016)
-        assert abs(float(wr._circle_resid(u, a, b, 0.016))) > 5e-3  # not a root
+        u = circle_parameter(a, b, 0.016)
+        assert abs(float(circle_residual(u, a, b, 0.016))) > 5e-3  # not a root
 
     @jax.jit
     def length(x):

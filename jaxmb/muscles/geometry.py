@@ -1,0 +1,340 @@
+"""Muscle lengths L(q) and the moment-arm matrix R(q) of all the muscles of a model (seed 001 §4
+2-4, Eqs. 149–195).
+
+Evaluation is vectorized so that the compiled program does not grow with the number of muscles:
+the points of each muscle are evaluated (cheap, per muscle), then the muscles are split into at
+most three groups (no wrap; one wrap object, OpenSim's single-object case; several) and each group
+is padded to common point and wrap-slot counts and runs ONE kernel
+(:func:`~jaxmb.muscles.path_kernel.path_kernel`) mapped over its muscles (``vmap`` without wrap
+objects, ``lax.map`` with them). The GMLAV gradient is mapped the same way.
+
+Moment arms (the seed's closed form). Every straight segment between consecutive active points on
+*different* bodies pulls its first point along the unit vector e and its last point along −e. The
+sum of these per body, in body axes, is the GMLAV ``E_ki`` and its moment ``Ê_ki`` (Definitions
+3–5, Eqs. 153–160). With γ_i (Eq. 176) and β_i (Eqs. 179–184) from the closed-form kinematics,
+
+    R = Σ_i ( γ_i E_iᵀ + Jᵀ ϑ β_i Ê_iᵀ )                                 (Eq. 193, (nq, nm))
+
+and column k is ``Σ_{i ∈ Γ_k} (γ_i E_ki + Jᵀ ϑ β_i Ê_ki)`` (Eq. 195, ``method="sparse"``). The
+pull on each point is computed as f = −∂L/∂x of the path length with respect to the point's ground
+position (the unit vector of a straight segment between body-fixed points, as in the seed); it
+also covers OpenSim's wrap constructions, whose tangent points are not stationary, and each wrap
+object's body takes the reaction (−∂L/∂ of its frame origin and axes). A moving path point adds
+``(∂r/∂q)ᵀ F`` (its motion in its body, as OpenSim's ``GeometryPath::addInEquivalentForces``).
+``R F_mt`` is the generalized force of the muscle tensions, and ``R = −∂L/∂q``.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from ..kinematics import kinematics
+from ..model import Model, ModelError
+from .path_kernel import WrapSlots, path_kernel, sorted_path, wrap_kinds, wrap_slots, wrapped_path
+from .paths import Muscle, MuscleSet
+
+__all__ = [
+    "muscle_lengths",
+    "muscle_velocities",
+    "moment_arms",
+    "lengths_and_moment_arms",
+    "moment_arm_terms",
+    "path_geometry",
+    "path_inputs",
+]
+
+
+def _homog(A, x):
+    return A[:3, :3] @ x + A[:3, 3]
+
+
+def _poses_ext(model: Model, A):
+    eye = jnp.eye(4, dtype=A.dtype)[None]
+    return jnp.concatenate([A, eye], axis=0)
+
+
+def _muscle_set(model: Model) -> MuscleSet:
+    if model.muscles is None or not isinstance(model.muscles, MuscleSet):
+        raise ModelError(f"model {model.name!r} has no muscles; attach them with with_muscles()")
+    return model.muscles
+
+
+def _path_inputs(mus: Muscle, A_ext, q, nq):
+    """Body-frame and ground positions of the points, ∂location/∂q, active mask, wrap frames."""
+    evals = [p.evaluate(q, nq) for p in mus.points]
+    local = jnp.stack([e[0] for e in evals])
+    dlocal = jnp.stack([e[1] for e in evals])
+    active = jnp.stack([e[2] for e in evals])
+    X = jnp.stack([_homog(A_ext[p.body], e[0]) for p, e in zip(mus.points, evals, strict=True)])
+    frames = []
+    for pw in mus.wraps:
+        Ab = A_ext[pw.wrap.body]
+        frames.append((Ab[:3, :3] @ pw.wrap.rotation, _homog(Ab, pw.wrap.translation)))
+    return local, dlocal, active, X, tuple(frames)
+
+
+class _Group(eqx.Module):
+    """The muscles of one kernel call, padded to N points and W wrap slots (leading axis: muscle).
+
+    X, local (G, N, 3) m; dlocal (G, N, 3, nq); active (G, N); slots: :class:`WrapSlots` with a
+    leading G axis. Static: the muscles' indices, the kernel's type table, ``single``, the bodies
+    (``nb`` = ground) of the points (G, N) and wraps (G, W), the wraps' translations (G, W, 3).
+    """
+
+    X: Array
+    local: Array
+    dlocal: Array
+    active: Array
+    slots: WrapSlots
+    wrap_translation: Array
+    index: tuple = eqx.field(static=True)
+    types: tuple = eqx.field(static=True)
+    single: bool = eqx.field(static=True)
+    body: tuple = eqx.field(static=True)
+    wrap_body: tuple = eqx.field(static=True)
+
+    def lengths_and_paths(self):
+        """Per muscle (length (G,), path), one kernel mapped over the muscles."""
+        return _over_muscles(
+            lambda X, a, s: path_kernel(X, a, s, self.types, self.single),
+            self.slots.R.shape[1],
+            self.X,
+            self.active,
+            self.slots,
+        )
+
+
+def _over_muscles(f, nw, *args):
+    """``f`` over the leading (muscle) axis of ``args``: ``vmap`` without wrap objects; with them
+    ``lax.map``, so that each muscle's wrap type is a real ``lax.switch`` branch and the skipped
+    passes and non-candidate segments are not computed (under ``vmap`` every branch would run for
+    every muscle: 28 ellipsoid evaluations per arm26 pose instead of 2)."""
+    if nw == 0:
+        return jax.vmap(f)(*args)
+    return jax.lax.map(lambda a: f(*a), args)
+
+
+def _groups(model: Model, A_ext, q) -> list[_Group]:
+    """The muscles split by wrap count (none; one, OpenSim's single-object case; several), each
+    group padded for one vmapped kernel; the compiled program does not grow with the muscles."""
+    ms = _muscle_set(model)
+    nb, nq = model.nb, model.nq
+    cats: dict[int, list[int]] = {}
+    for m, mus in enumerate(ms.muscles):
+        cats.setdefault(min(len(mus.wraps), 2), []).append(m)
+    out = []
+    for cat, idx in sorted(cats.items()):
+        muscles = [ms.muscles[m] for m in idx]
+        N = max(len(mus.points) for mus in muscles)
+        W = max(len(mus.wraps) for mus in muscles)
+        kinds = wrap_kinds(muscles)
+        cols = {k: [] for k in ("X", "local", "dlocal", "active", "slots", "wt")}
+        body, wbody = [], []
+        for mus in muscles:
+            local, dlocal, active, X, frames = _path_inputs(mus, A_ext, q, nq)
+            n, pad = X.shape[0], N - X.shape[0]
+            cols["X"].append(jnp.concatenate([X, jnp.zeros((pad, 3), X.dtype)]))
+            cols["local"].append(jnp.concatenate([local, jnp.zeros((pad, 3), X.dtype)]))
+            cols["dlocal"].append(jnp.concatenate([dlocal, jnp.zeros((pad, 3, nq), X.dtype)]))
+            cols["active"].append(jnp.concatenate([active, jnp.zeros(pad, bool)]))
+            cols["slots"].append(wrap_slots(mus, frames, W, kinds, n))
+            wt = [pw.wrap.translation for pw in mus.wraps]
+            cols["wt"].append(jnp.asarray(wt + [jnp.zeros(3, X.dtype)] * (W - len(wt)), X.dtype))
+            body.append(tuple(nb if p.body < 0 else p.body for p in mus.points) + (nb,) * pad)
+            wb = [nb if pw.wrap.body < 0 else pw.wrap.body for pw in mus.wraps]
+            wbody.append(tuple(wb) + (nb,) * (W - len(wb)))
+        stack = lambda xs: jax.tree_util.tree_map(lambda *a: jnp.stack(a), *xs)  # noqa: E731
+        out.append(
+            _Group(
+                stack(cols["X"]),
+                stack(cols["local"]),
+                stack(cols["dlocal"]),
+                stack(cols["active"]),
+                stack(cols["slots"]),
+                stack(cols["wt"]),
+                tuple(idx),
+                kinds,
+                cat == 1,
+                tuple(body),
+                tuple(wbody),
+            )
+        )
+    return out
+
+
+def muscle_lengths(model: Model, q: Float[Array, " nq"]) -> Float[Array, " nm"]:
+    """Musculotendon path lengths L(q) (m), shape (nm,), as OpenSim 4.6 computes them.
+
+    Batching over poses: wrapped paths branch (OpenSim's segment choice, its multi-object passes,
+    early-exit iterations), and under ``jax.vmap`` every branch runs for every pose. On a CPU map
+    over poses with ``jax.lax.map`` instead (arm26's moment arms: 3.5 ms per pose with lax.map,
+    102 ms with vmap; ``benchmarks/moment_arms.py``); paths without wrap objects vmap well.
+    """
+    ms = _muscle_set(model)
+    k = kinematics(model, q, second_order=False)
+    A_ext = _poses_ext(model, k.A)
+    L = jnp.zeros(len(ms.muscles), A_ext.dtype)
+    for g in _groups(model, A_ext, q):
+        L = L.at[np.asarray(g.index)].set(g.lengths_and_paths()[0])
+    return L
+
+
+def path_inputs(model: Model, q, muscle: int | str):
+    """What :func:`~jaxmb.muscles.path_kernel.wrapped_path` takes for one muscle at q: (the
+    :class:`~jaxmb.muscles.Muscle`, ground positions of its points X (N, 3) m, their active mask
+    (N,), the ground pose (R (3, 3), p (3,) m) of each of its wrap frames)."""
+    ms = _muscle_set(model)
+    i = ms.names.index(muscle) if isinstance(muscle, str) else int(muscle)
+    mus = ms.muscles[i]
+    k = kinematics(model, q, second_order=False)
+    _, _, active, X, frames = _path_inputs(mus, _poses_ext(model, k.A), q, model.nq)
+    return mus, X, active, frames
+
+
+def path_geometry(model: Model, q, muscle: int | str):
+    """One muscle's current path at q: ground positions (n, 3), body indices (n,) and a mask (n,)
+    of the entries in the path, in path order (wrap tangent points included where a wrap is on;
+    entries not in the path come last), n = points + 2 × wrap objects."""
+    mus, X, active, frames = path_inputs(model, q, muscle)
+    _, path = wrapped_path(mus, X, active, frames)
+    n, nw = len(mus.points), len(mus.wraps)
+    bodies = np.asarray(
+        [p.body for p in mus.points] + [pw.wrap.body for pw in mus.wraps for _ in (0, 1)], int
+    )
+    owner = np.concatenate([-np.ones(n, int), np.repeat(np.arange(nw), 2)])
+    perm, skey, spos, _ = sorted_path(path, owner)
+    return spos, jnp.asarray(bodies)[perm], jnp.isfinite(skey)
+
+
+# ----------------------------------------------------------------------------- moment arms
+def moment_arm_terms(model: Model, kin):
+    """γ_i (Eq. 176), shape (nb, nq, 3), and β_i (Eq. 179), shape (nb, nb, 3), in body-i axes.
+
+    ``γ_i[l]`` is ∂(origin of body i)/∂q_l in body-i axes; ``β_i[j]`` is joint j's rotation axis in
+    body-i axes for j ∈ Anc(i) ∪ {i} (zero otherwise), so that the body's virtual rotation is
+    ``β_iᵀ ϑ J δq``.
+    """
+    A = kin.A
+    nb = model.nb
+    Rm, p = A[:, :3, :3], A[:, :3, 3]
+    par = np.where(np.asarray(model.parent) < 0, nb, model.parent)
+    R_par = jnp.concatenate([Rm, jnp.eye(3, dtype=A.dtype)[None]], axis=0)[par]
+    omega = jnp.einsum("jab,jb->ja", R_par, model.axis_theta)  # pr(j)A V_θj in ground axes
+    slide = jnp.einsum("jab,jb->ja", R_par, model.axis_d)  # pr(j)A V_dj in ground axes
+    rev = jnp.asarray(model.is_revolute)
+    anc = jnp.asarray(model.ancestors, dtype=A.dtype)
+    lever = p[:, None, :] - p[None, :, :]  # (i, j, 3): p_i - p_j
+    u = jnp.where(rev[None, :, None], jnp.cross(omega[None, :, :], lever), slide[None, :, :])
+    u_i = jnp.einsum("iba,ijb->ija", Rm, u)  # in body-i axes
+    gamma = jnp.einsum("ij,jl,ija->ila", anc, kin.J, u_i)
+    beta = anc[:, :, None] * jnp.einsum("iba,jb->ija", Rm, omega)
+    return gamma, beta
+
+
+def _gmlav(model: Model, q, kin):
+    """Per muscle: the GMLAV E_ki and its moment Ê_ki of every body (Definitions 3–5), and the
+    moving-point term. Returns E (nb, nm, 3), Ê (nb, nm, 3), R_moving (nq, nm) and the path
+    lengths L (nm,) (the same pass: one evaluation of the paths gives both).
+
+    The pull of the path on each of its points is f = −∂L/∂x (ground), the derivative of the
+    path length with respect to that point's ground position at fixed wrap objects; between two
+    body-fixed points this is the unit vector of the straight segment, as in Eq. 153. A wrap
+    object's body takes the reaction of its wrap: the force −∂L/∂p at its frame origin p and the
+    couple −Σ_j R_j × ∂L/∂R_j of its frame axes R_j.
+    """
+    ms = _muscle_set(model)
+    nb, nq = model.nb, model.nq
+    A_ext = _poses_ext(model, kin.A)
+    E = jnp.zeros((nb + 1, len(ms.muscles), 3), kin.A.dtype)
+    Eh = jnp.zeros_like(E)
+    R_mov = jnp.zeros((nq, len(ms.muscles)), kin.A.dtype)
+    L = jnp.zeros(len(ms.muscles), kin.A.dtype)
+    for g in _groups(model, A_ext, q):
+
+        def length(X, R, p, active, slots, g=g):
+            slots = eqx.tree_at(lambda s: (s.R, s.p), slots, (R, p))
+            return path_kernel(X, active, slots, g.types, g.single)[0]
+
+        Lg, (gX, gR, gp) = _over_muscles(
+            jax.value_and_grad(length, argnums=(0, 1, 2)),
+            g.slots.R.shape[1],
+            g.X,
+            g.slots.R,
+            g.slots.p,
+            g.active,
+            g.slots,
+        )
+        m = np.asarray(g.index)
+        L = L.at[m].set(Lg)
+        slot = np.asarray(g.body)
+        Rb = A_ext[slot, :3, :3]
+        F = -jnp.einsum("gkba,gkb->gka", Rb, gX)  # body axes
+        E = E.at[slot, m[:, None]].add(F)
+        Eh = Eh.at[slot, m[:, None]].add(jnp.cross(g.local, F))
+        R_mov = R_mov.at[:, m].set(jnp.einsum("gkal,gka->lg", g.dlocal, F))
+        if gR.shape[1]:
+            sb = np.asarray(g.wrap_body)
+            Rwb = A_ext[sb, :3, :3]
+            Fw = -jnp.einsum("gwba,gwb->gwa", Rwb, gp)
+            axes = jnp.sum(jnp.cross(jnp.swapaxes(g.slots.R, -1, -2), jnp.swapaxes(gR, -1, -2)), -2)
+            couple = -jnp.einsum("gwba,gwb->gwa", Rwb, axes)
+            E = E.at[sb, m[:, None]].add(Fw)
+            Eh = Eh.at[sb, m[:, None]].add(jnp.cross(g.wrap_translation, Fw) + couple)
+    return E[:nb], Eh[:nb], R_mov, L
+
+
+def moment_arms(
+    model: Model, q: Float[Array, " nq"], method: str = "dense"
+) -> Float[Array, "nq nm"]:
+    """The moment-arm matrix R(q) (m or m/m per coordinate unit), shape (nq, nm), closed form.
+
+    ``method="dense"``: Eq. 193, ``R = Σ_i γ_i E_iᵀ + Jᵀ ϑ β_i Ê_iᵀ`` over all bodies.
+    ``method="sparse"``: Eq. 195, column k summed over the bodies of its attachment sequence Γ_k.
+    Both add the moving-path-point term. ``R = −∂L/∂q``; ``R F`` is the generalized muscle force.
+    Over many poses of wrapped paths prefer ``jax.lax.map`` to ``jax.vmap`` on a CPU (see
+    :func:`muscle_lengths`).
+    """
+    return lengths_and_moment_arms(model, q, method)[1]
+
+
+def lengths_and_moment_arms(
+    model: Model, q: Float[Array, " nq"], method: str = "dense"
+) -> tuple[Float[Array, " nm"], Float[Array, "nq nm"]]:
+    """Path lengths L(q) (nm,) m and the moment-arm matrix R(q) (nq, nm) from one evaluation of the
+    paths (the GMLAV's derivative pass also gives the lengths): what :func:`muscle_lengths` and
+    :func:`moment_arms` return, at about the cost, and the compile time, of the latter alone.
+    """
+    ms = _muscle_set(model)
+    kin = kinematics(model, q, second_order=False)
+    gamma, beta = moment_arm_terms(model, kin)
+    E, Eh, R_mov, L = _gmlav(model, q, kin)
+    rev = jnp.asarray(model.is_revolute, dtype=kin.J.dtype)
+    if method == "dense":
+        R = jnp.einsum("ila,ima->lm", gamma, E) + jnp.einsum(
+            "jl,j,ija,ima->lm", kin.J, rev, beta, Eh
+        )
+    elif method == "sparse":
+        cols = []
+        for m, mus in enumerate(ms.muscles):
+            gamma_seq = sorted(
+                ({p.body for p in mus.points} | {pw.wrap.body for pw in mus.wraps}) - {-1}
+            )
+            col = jnp.zeros(model.nq, kin.J.dtype)
+            for i in gamma_seq:
+                if i < 0:
+                    continue
+                col = col + gamma[i] @ E[i, m] + kin.J.T @ (rev * (beta[i] @ Eh[i, m]))
+            cols.append(col)
+        R = jnp.stack(cols, axis=1)
+    else:
+        raise ValueError(f"moment_arms: unknown method {method!r}; use 'dense' or 'sparse'")
+    return L, R + R_mov
+
+
+def muscle_velocities(model: Model, q, qd) -> Float[Array, " nm"]:
+    """Musculotendon lengthening velocities dL/dt = −R(q)ᵀ q̇ (m/s), shape (nm,)."""
+    return -moment_arms(model, q).T @ qd

@@ -1,0 +1,1 @@
+"""Test-only reference implementations the package is checked against."""
