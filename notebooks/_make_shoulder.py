@@ -144,6 +144,7 @@ import json
 import warnings
 from pathlib import Path
 
+from jaxmb import plots
 from jaxmb.models import shoulder_muscles as smus
 
 with warnings.catch_warnings():
@@ -207,7 +208,7 @@ shared = smus.share_shoulder_forces(
     muscular, qf, qdf, tau_f,
     lengths=jnp.stack([x[0] for x in LR]), moment_arms=jnp.stack([x[1] for x in LR]))
 fig, ax = plt.subplots(figsize=(11, 4.5))
-smus.plot_muscle_forces(t_f, shared.forces, names, infeasible=shared.infeasible_frames, ax=ax)
+plots.plot_muscle_forces(t_f, shared.forces, names, infeasible=shared.infeasible_frames, ax=ax)
 ok = np.setdiff1d(np.arange(len(t_f)), shared.infeasible_frames)
 print("torque residual max |R F − τ| at feasible frames (N·m):",
       f"{float(np.max(np.asarray(shared.max_residual)[ok])):.1e}")

@@ -27,3 +27,15 @@ def rel(x, ref) -> float:
     x, ref = np.asarray(x), np.asarray(ref)
     assert x.shape == ref.shape, (x.shape, ref.shape)
     return float(np.max(np.abs(x - ref)) / max(float(np.max(np.abs(ref))), 1e-300))
+
+
+def assert_rel(a, b, what: str = "", *, rel: float = 1e-10) -> None:
+    """Assert max |a − b| ≤ rel · max(max |b|, 1e-6): relative to the reference's magnitude, and
+    below 1e-6 an absolute bound of rel · 1e-6 (so an all-zero reference is not divided by).
+
+    Shapes must agree (no broadcasting hides a wrong shape)."""
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.shape == b.shape, (what, a.shape, b.shape)
+    scale = max(np.abs(b).max(initial=0.0), 1e-6)
+    err = np.abs(a - b).max(initial=0.0)
+    assert err <= rel * scale, f"{what}: max error {err:.3e} > {rel:g} × {scale:.3e}"

@@ -1,13 +1,11 @@
 """Smoke test: benchmarks/throughput.py --quick runs end to end and writes its JSON."""
 
 import json
-import os
 import subprocess
 import sys
 
 import pytest
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from helpers import ROOT
 
 
 @pytest.mark.slow
@@ -16,7 +14,7 @@ def test_throughput_quick(tmp_path):
     pytest.importorskip("mujoco")
     cmd = [
         sys.executable,
-        os.path.join(ROOT, "benchmarks", "throughput.py"),
+        str(ROOT / "benchmarks" / "throughput.py"),
         "--quick",
         "--no-sharded",
         "--out",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+from helpers import rel_err
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.spatial.transform import Rotation
@@ -25,12 +26,6 @@ from jaxmb import matcalc
 RTOL = 1e-10
 seeds = st.integers(0, 2**31 - 1)
 trees = random_models(max_bodies=12, max_nq=6)
-
-
-def rel_err(x, ref):
-    x, ref = np.asarray(x), np.asarray(ref)
-    assert x.shape == ref.shape, (x.shape, ref.shape)
-    return float(np.max(np.abs(x - ref)) / max(1.0, float(np.max(np.abs(ref)))))
 
 
 def assert_rel(x, ref, tol=RTOL, what=""):

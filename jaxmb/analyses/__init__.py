@@ -1,5 +1,5 @@
 """Trial-level analyses: the Newton-Euler matrix formalism for gait inverse dynamics and the gait
-data it runs on.
+data it runs on (readers in :mod:`.gait_data`, processing and pipelines in :mod:`.gait`).
 """
 
 from .gait import (
@@ -11,14 +11,12 @@ from .gait import (
     GaitDataError,
     SegmentParameters,
     WinterData,
-    add_inverse_dynamics_parser,
     angular_acceleration,
     angular_velocity,
     bmc3d_inputs,
     butterworth_coefficients,
     derivative,
     frame_from_markers,
-    inverse_dynamics_command,
     lowpass,
     read_bmc3d,
     read_bsp_table,

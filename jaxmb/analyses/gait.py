@@ -1,9 +1,6 @@
-"""Gait data to Newton–Euler inputs: readers, segment parameters, filtering, segment kinematics.
+"""Gait data to Newton–Euler inputs: filtering, derivatives, segment frames and motion, and the
+pipelines from Winter's tables and BMClab trials to :func:`jaxmb.newton_euler.joint_loads`.
 
-* Readers for the CSV transcriptions of Winter (2009) Appendix A (Tables A.2, A.3, A.5) and for the
-  BMClab 3D gait trials (``BiomecII2018_gait_*.txt``: 10 markers in mm, one force plate); copies of
-  both, and of the BMClab body-segment parameter (BSP) tables, ship in ``jaxmb/data/gait/``.
-* BSP tables: Dempster as tabulated by Winter, and Zatsiorsky as adjusted by de Leva (1996).
 * Noisy marker data (100–1000 Hz) is low-pass filtered with a zero-lag Butterworth filter: a
   2nd-order filter run forward and backward (4th order, no phase lag), its (pre-warped) cutoff
   raised by Winter's correction ``1 / (2^{1/2} − 1)^{1/4} = 1/0.802`` so that the *two-pass*
@@ -17,17 +14,15 @@
   acceleration as its time derivative, centre-of-mass accelerations by differencing twice.
 
 The pipelines :func:`winter_inputs` and :func:`bmc3d_inputs` return ``(chain, motion, load)`` for
-:func:`jaxmb.newton_euler.joint_loads`; :func:`inverse_dynamics_command` is the ``jaxmb
-inverse-dynamics`` command line.
+:func:`jaxmb.newton_euler.joint_loads`. The data readers live in :mod:`jaxmb.analyses.gait_data`
+and are re-exported here, so ``jaxmb.gait`` offers the whole route; the ``jaxmb
+inverse-dynamics`` command is :mod:`jaxmb.cli.inverse_dynamics`.
 """
 
 from __future__ import annotations
 
-import csv
-import dataclasses
 import functools
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
@@ -36,6 +31,21 @@ from jaxtyping import Array, Float
 
 from ..math import unskew
 from . import newton_euler as ne
+from .gait_data import (
+    BMC3D_MARKERS,
+    DATA_DIR,
+    WINTER_INERTIA,
+    WINTER_MASS,
+    Bmc3dTrial,
+    GaitDataError,
+    SegmentParameters,
+    WinterData,
+    read_bmc3d,
+    read_bsp_table,
+    read_winter,
+    segment_parameters,
+    xyz_from_xy,
+)
 
 __all__ = [
     "DATA_DIR",
@@ -55,349 +65,14 @@ __all__ = [
     "angular_velocity",
     "angular_acceleration",
     "segment_motion",
+    "winter_chain",
     "winter_inputs",
+    "winter_reference",
+    "WINTER_MASS",
     "WINTER_INERTIA",
+    "BMC3D_MARKERS",
     "bmc3d_inputs",
-    "inverse_dynamics_command",
-    "add_inverse_dynamics_parser",
 ]
-
-DATA_DIR = Path(__file__).resolve().parent / "data" / "gait"
-"""Bundled gait data: ``winter/`` (Winter 2009 App. A), ``bmc3d/``, ``bsp/`` (BMClab, CC-BY-4.0)."""
-
-WINTER_MASS = 56.7
-"""Body mass of Winter's subject (kg)."""
-
-WINTER_INERTIA = {"foot": (0.7941, 0.00279), "leg": (2.6642, 0.0350), "thigh": (5.670, None)}
-"""(mass kg, I_cm kg·m²) that reproduce Winter's Table A.5 (least squares over all frames, from the
-data README). The thigh's I_cm is not given; :func:`winter_inputs` uses Dempster's radius of
-gyration (0.323 of the hip–knee length)."""
-
-_WINTER_FILES = {
-    "A2": "winter_A2_filtered_markers.csv",
-    "A3": "winter_A3_segment_kinematics.csv",
-    "A5": "winter_A5_reaction_forces_moments.csv",
-}
-_WINTER_MARKERS = {
-    "rib": "BASE_RIB_CAGE",
-    "hip": "Greater_Trochanter_Hip",
-    "knee": "RIGHT_Femoral_Lateral_Epicondyle_Knee",
-    "fibula": "Head_of_RIGHT_FIBULA",
-    "ankle": "Lateral_Malleolus_RIGHT_ANKLE",
-    "heel": "RIGHT_HEEL",
-}
-_WINTER_SEGMENTS = ("foot", "leg", "thigh", "hat")
-BMC3D_MARKERS = ("FH", "LE", "ME", "HF", "TT", "LM", "MM", "CA", "FM", "VM")
-"""BMClab trial markers: femoral head (hip), lateral/medial femoral epicondyles, head of fibula,
-tibial tuberosity, lateral/medial malleoli, calcaneus, first and fifth metatarsal heads."""
-
-
-class GaitDataError(ValueError):
-    """A gait data file or argument that cannot be used, naming the file, line, column or value."""
-
-
-# ---------------------------------------------------------------------------------------------
-# readers
-
-
-def _read_csv_columns(path: Path) -> tuple[list[str], dict[str, list[str]]]:
-    if not path.is_file():
-        raise GaitDataError(f"{path}: file not found")
-    with open(path, newline="") as fh:
-        rows = list(csv.reader(fh))
-    if len(rows) < 2:
-        raise GaitDataError(f"{path}: no data rows")
-    header = [h.strip() for h in rows[0]]
-    cols: dict[str, list[str]] = {h: [] for h in header}
-    for ln, row in enumerate(rows[1:], start=2):
-        if not row:
-            continue
-        if len(row) != len(header):
-            raise GaitDataError(f"{path}, line {ln}: {len(row)} fields, header has {len(header)}")
-        for h, v in zip(header, row, strict=True):
-            cols[h].append(v.strip())
-    return header, cols
-
-
-def _numeric(path: Path, cols: Mapping[str, list[str]], name: str) -> np.ndarray:
-    if name not in cols:
-        raise GaitDataError(f"{path}: missing column {name!r}")
-    out = np.empty(len(cols[name]))
-    for k, v in enumerate(cols[name]):
-        try:
-            out[k] = float(v)
-        except ValueError:
-            raise GaitDataError(
-                f"{path}, line {k + 2}, column {name!r}: {v!r} is not a number"
-            ) from None
-    return out
-
-
-@dataclasses.dataclass(frozen=True)
-class WinterData:
-    """Winter (2009) Appendix A, one right-leg stride at 69.9 frames/s (x forward, y up, SI units).
-
-    Attributes:
-        time: (nt,) s. frame: (nt,) frame numbers (1-based as printed).
-        events: ``{"TOR": [frames], "HCR": [frames]}`` (toe-off / heel contact, right).
-        markers: ``{name: (nt, 3)}`` positions (m) from Table A.2 with z = 0; names ``rib, hip,
-            knee, fibula, ankle, heel``. marker_vel, marker_acc: Winter's own derivatives
-            (m/s, m/s²).
-        segments: Table A.3, ``{foot|leg|thigh|hat: {"theta" (rad), "omega", "alpha", "com"
-            (nt, 3), "vel" (nt, 3), "acc" (nt, 3)}}``.
-        reactions: Table A.5 columns by their CSV names (N, N·m, m).
-    """
-
-    time: np.ndarray
-    frame: np.ndarray
-    events: dict
-    markers: dict
-    marker_vel: dict
-    marker_acc: dict
-    segments: dict
-    reactions: dict
-
-    @property
-    def dt(self) -> float:
-        """Sample interval (s): Winter's 69.9 frames/s."""
-        return 1.0 / 69.9
-
-    @property
-    def stance(self) -> np.ndarray:
-        """Boolean (nt,) mask of the frames with ground contact (non-zero ground reaction)."""
-        r = self.reactions
-        return (np.abs(r["grf_rx_N"]) + np.abs(r["grf_ry_N"])) > 0
-
-
-def _xy0(x, y):
-    return np.stack([x, y, np.zeros_like(x)], -1)
-
-
-def read_winter(directory: str | Path | None = None) -> WinterData:
-    """Read Winter's Tables A.2, A.3 and A.5 (CSV files as bundled in ``jaxmb/data/gait/winter``).
-
-    Raises:
-        GaitDataError: a missing file or column, a non-numeric value (with file and line), or
-            tables with different frame counts.
-    """
-    d = Path(directory) if directory is not None else DATA_DIR / "winter"
-    tables = {}
-    for key, fname in _WINTER_FILES.items():
-        p = d / fname
-        tables[key] = (p, *_read_csv_columns(p))
-    p2, _, c2 = tables["A2"]
-    p3, _, c3 = tables["A3"]
-    p5, h5, c5 = tables["A5"]
-    time = _numeric(p3, c3, "time")
-    frame = _numeric(p3, c3, "frame").astype(int)
-    for p, c in ((p2, c2), (p5, c5)):
-        f = _numeric(p, c, "frame").astype(int)
-        if f.shape != frame.shape or np.any(f != frame):
-            raise GaitDataError(f"{p}: frames {f.min()}..{f.max()} ({f.size}) differ from {p3}")
-    events: dict[str, list[int]] = {}
-    for fr, s in zip(frame, c3["state"], strict=True):
-        if s:
-            events.setdefault(s, []).append(int(fr))
-    markers, mvel, macc = {}, {}, {}
-    for short, long in _WINTER_MARKERS.items():
-        g = lambda q, long=long: _numeric(p2, c2, f"{long}_{q}")
-        markers[short] = _xy0(g("x_m"), g("y_m"))
-        mvel[short] = _xy0(g("vx_m_s"), g("vy_m_s"))
-        macc[short] = _xy0(g("ax_m_s2"), g("ay_m_s2"))
-    segments = {}
-    for s in _WINTER_SEGMENTS:
-        g = lambda q, s=s: _numeric(p3, c3, f"{s}_{q}")
-        segments[s] = {
-            "theta": np.deg2rad(g("theta_deg")),
-            "omega": g("omega_rad_s"),
-            "alpha": g("alpha_rad_s2"),
-            "com": _xy0(g("cm_x_m"), g("cm_y_m")),
-            "vel": _xy0(g("vel_x_m_s"), g("vel_y_m_s")),
-            "acc": _xy0(g("acc_x_m_s2"), g("acc_y_m_s2")),
-        }
-    reactions = {h: _numeric(p5, c5, h) for h in h5 if h not in ("state", "frame")}
-    return WinterData(time, frame, events, markers, mvel, macc, segments, reactions)
-
-
-@dataclasses.dataclass(frozen=True)
-class Bmc3dTrial:
-    """A BMClab 3D gait trial (lab axes: x forward, y up, z to the right; SI units).
-
-    Attributes:
-        time: (nt,) s.
-        markers: ``{name: (nt, 3)}`` m (see :data:`BMC3D_MARKERS`).
-        grf: (nt, 3) N, force of the plate on the foot.
-        cop: (nt, 3) m, centre of pressure (meaningless where ``grf`` is zero).
-        free_moment: (nt, 3) N·m, the plate's free moment, about the vertical (y) axis only.
-        path: the file read.
-    """
-
-    time: np.ndarray
-    markers: dict
-    grf: np.ndarray
-    cop: np.ndarray
-    free_moment: np.ndarray
-    path: str = ""
-
-    @property
-    def dt(self) -> float:
-        """Mean sample interval (s) (the file's time column is rounded to 1 ms)."""
-        return float((self.time[-1] - self.time[0]) / (len(self.time) - 1))
-
-    def stance(self, threshold: float = 20.0) -> slice:
-        """Frames of the longest run with vertical ground reaction above ``threshold`` N."""
-        on = self.grf[:, 1] > threshold
-        if not on.any():
-            raise GaitDataError(f"{self.path}: no frame with vertical force above {threshold} N")
-        edges = np.flatnonzero(np.diff(np.concatenate([[0], on.astype(int), [0]])))
-        starts, stops = edges[::2], edges[1::2]
-        k = int(np.argmax(stops - starts))
-        return slice(int(starts[k]), int(stops[k]))
-
-
-def read_bmc3d(path: str | Path) -> Bmc3dTrial:
-    """Read a BMClab ``BiomecII2018_gait_*.txt`` trial (tab separated, markers and COP in mm,
-    forces in N, free moment ``My`` in N·mm), converting to SI.
-
-    ``path`` may also be a bare file name of a bundled trial (``"BiomecII2018_gait_d.txt"``).
-
-    Raises:
-        GaitDataError: a missing file or column, or a non-numeric value (with line and column).
-    """
-    p = Path(path)
-    if not p.is_file() and (DATA_DIR / "bmc3d" / p.name).is_file() and len(p.parts) == 1:
-        p = DATA_DIR / "bmc3d" / p.name
-    if not p.is_file():
-        raise GaitDataError(f"{p}: file not found")
-    with open(p) as fh:
-        header = fh.readline().split()
-        rows = []
-        for ln, line in enumerate(fh, start=2):
-            if not line.strip():
-                continue
-            fields = line.split()
-            if len(fields) != len(header):
-                raise GaitDataError(
-                    f"{p}, line {ln}: {len(fields)} fields, header has {len(header)}"
-                )
-            try:
-                rows.append([float(v) for v in fields])
-            except ValueError:
-                bad = next(k for k, v in enumerate(fields) if not _isfloat(v))
-                raise GaitDataError(
-                    f"{p}, line {ln}, column {header[bad]!r}: {fields[bad]!r} is not a number"
-                ) from None
-    data = np.asarray(rows)
-    col = {h: k for k, h in enumerate(header)}
-
-    def get(*names):
-        for n in names:
-            if n not in col:
-                raise GaitDataError(f"{p}: missing column {n!r}")
-        return data[:, [col[n] for n in names]]
-
-    markers = {m: get(f"{m}x", f"{m}y", f"{m}z") / 1000.0 for m in BMC3D_MARKERS}
-    grf = get("Fx", "Fy", "Fz")
-    cop = get("COPx", "COPy", "COPz") / 1000.0
-    free = np.zeros_like(grf)
-    free[:, 1] = get("My")[:, 0] / 1000.0
-    return Bmc3dTrial(get("Time")[:, 0], markers, grf, cop, free, str(p))
-
-
-def _isfloat(v: str) -> bool:
-    try:
-        float(v)
-    except ValueError:
-        return False
-    return True
-
-
-# ---------------------------------------------------------------------------------------------
-# body-segment parameters
-
-
-@dataclasses.dataclass(frozen=True)
-class SegmentParameters:
-    """Body-segment parameters of one segment, as fractions.
-
-    Attributes:
-        segment: name in the table. endpoints: (origin, other) landmark names.
-        mass_fraction: segment mass / body mass.
-        com_fraction: centre of mass distance from the origin landmark / segment length.
-        radii: radii of gyration about the centre of mass / segment length, ``(sagittal,
-            transverse, longitudinal)`` axes; Dempster gives one value, repeated.
-    """
-
-    segment: str
-    endpoints: tuple[str, str]
-    mass_fraction: float
-    com_fraction: float
-    radii: tuple[float, float, float]
-
-
-_BSP_FILES = {
-    "dempster": "BSP_DempsterWinter.txt",
-    "deleva_male": "BSPmale_ZdeLeva.txt",
-    "deleva_female": "BSPfemale_ZdeLeva.txt",
-}
-
-
-def read_bsp_table(table: str = "dempster") -> dict[str, SegmentParameters]:
-    """Read a bundled BSP table: ``"dempster"`` (Dempster via Winter), ``"deleva_male"`` or
-    ``"deleva_female"`` (Zatsiorsky–de Leva). Keys are lower-case segment names (``"leg"``,
-    ``"foot"``, ``"thigh"``, ``"shank"``, ...)."""
-    if table not in _BSP_FILES:
-        raise GaitDataError(f"unknown BSP table {table!r}; choose one of {sorted(_BSP_FILES)}")
-    p = DATA_DIR / "bsp" / _BSP_FILES[table]
-    out = {}
-    with open(p) as fh:
-        header = fh.readline().rstrip("\n").split("\t")
-        for ln, line in enumerate(fh, start=2):
-            f = [x.strip() for x in line.rstrip("\n").split("\t")]
-            if len(f) != len(header):
-                raise GaitDataError(f"{p}, line {ln}: {len(f)} fields, header has {len(header)}")
-            name = f[0].lower()
-            ends = tuple(f[1].replace(" ", "").split("-", 1))
-            try:
-                if table == "dempster":
-                    mass, cm, rg = float(f[2]), float(f[3]), float(f[5])
-                    radii = (rg, rg, rg)
-                else:
-                    mass, cm = float(f[2]), float(f[3])
-                    radii = (float(f[4]), float(f[5]), float(f[6]))
-            except ValueError as e:
-                raise GaitDataError(f"{p}, line {ln}: {e}") from None
-            out[name] = SegmentParameters(name, ends, mass, cm, radii)
-    return out
-
-
-def segment_parameters(
-    table: str, segment: str, body_mass: float, length: float
-) -> tuple[float, float, np.ndarray]:
-    """Mass (kg), centre-of-mass fraction from the origin landmark and inertia (3, 3) kg·m² in the
-    segment axes used here (x anterior, y longitudinal, z lateral): ``I = m diag(r_sag², r_long²,
-    r_trans²) L²``.
-
-    Raises:
-        GaitDataError: unknown segment (the table's segments listed), non-positive mass or length,
-            or an undefined radius of gyration.
-    """
-    rows = read_bsp_table(table)
-    key = segment.lower()
-    if key not in rows:
-        raise GaitDataError(
-            f"BSP table {table!r} has no segment {segment!r}; it has {sorted(rows)}"
-        )
-    if not (body_mass > 0 and length > 0):
-        raise GaitDataError(
-            f"segment {segment!r}: body mass {body_mass} and length {length} must be > 0"
-        )
-    s = rows[key]
-    if not np.all(np.isfinite(s.radii)):
-        raise GaitDataError(f"BSP table {table!r}, segment {segment!r}: no radius of gyration")
-    m = s.mass_fraction * body_mass
-    r = np.asarray(s.radii) * length
-    return m, s.com_fraction, m * np.diag([r[0] ** 2, r[2] ** 2, r[1] ** 2])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -730,8 +405,8 @@ def winter_inputs(
         else:
             raise GaitDataError(f"source must be 'tables' or 'markers', got {source!r}")
     r = data.reactions
-    grf = _xy0(r["grf_rx_N"], r["grf_ry_N"])
-    cop = _xy0(r["cop_x_m"], np.zeros_like(r["cop_x_m"]))
+    grf = xyz_from_xy(r["grf_rx_N"], r["grf_ry_N"])
+    cop = xyz_from_xy(r["cop_x_m"], np.zeros_like(r["cop_x_m"]))
     return chain, ne.chain_motion(chain, motions), ne.ground_load(grf, cop)
 
 
@@ -800,96 +475,3 @@ def bmc3d_inputs(
     motion = ne.chain_motion(chain, {"foot": cut(foot), "shank": cut(shank)})
     load = ne.ground_load(trial.grf[st], trial.cop[st], trial.free_moment[st])
     return chain, motion, load, st
-
-
-# ---------------------------------------------------------------------------------------------
-# command line
-
-
-def add_inverse_dynamics_parser(subparsers):
-    """Register ``inverse-dynamics DATA`` on an ``argparse`` subparsers object."""
-    p = subparsers.add_parser(
-        "inverse-dynamics",
-        help="joint forces and moments of a gait trial (Newton-Euler matrix formalism)",
-        description="Reads a directory of Winter (2009) Appendix A CSV tables or a BMClab 3D gait "
-        "trial (.txt) and writes joint forces/moments as CSV and a PNG plot.",
-    )
-    p.add_argument("data", help="Winter CSV directory or BMClab .txt trial ('winter' = bundled)")
-    p.add_argument("--format", choices=["auto", "winter", "bmc3d"], default="auto")
-    p.add_argument(
-        "--source",
-        choices=["tables", "markers"],
-        default="tables",
-        help="Winter only: use Table A.3 kinematics or differentiate A.2 markers",
-    )
-    p.add_argument(
-        "--cutoff",
-        type=float,
-        default=None,
-        help="low-pass cutoff (Hz) of the markers; default 6 for BMClab trials, none for Winter's "
-        "already filtered A.2 markers",
-    )
-    p.add_argument("--body-mass", type=float, default=70.0, help="BMClab trials: body mass (kg)")
-    p.add_argument("--out", default="jaxmb_out", help="output directory (default jaxmb_out/)")
-    p.set_defaults(func=inverse_dynamics_command)
-    return p
-
-
-_JOINT_OF = {"foot": "ankle", "leg": "knee", "shank": "knee", "thigh": "hip"}
-
-
-def inverse_dynamics_command(args) -> int:
-    """``jaxmb inverse-dynamics DATA``: writes ``<stem>_joint_loads.csv`` (time, then per joint
-    F{x,y,z} N ground frame, M{x,y,z} N·m ground frame and the segment-frame moment) and
-    ``<stem>_joint_loads.png``; prints their paths. Returns the exit status."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fmt = args.format
-    src = Path(args.data)
-    if fmt == "auto":
-        fmt = "winter" if (args.data == "winter" or src.is_dir()) else "bmc3d"
-    if fmt == "winter":
-        data = read_winter(None if args.data == "winter" else src)
-        cutoff = args.cutoff if args.source == "markers" else None
-        chain, motion, load = winter_inputs(data, args.source, cutoff=cutoff)
-        time, stem = data.time, f"winter_{args.source}"
-    else:
-        trial = read_bmc3d(src)
-        cutoff = 6.0 if args.cutoff is None else args.cutoff
-        chain, motion, load, st = bmc3d_inputs(trial, args.body_mass, cutoff)
-        time, stem = trial.time[st], Path(trial.path).stem
-    loads = ne.joint_loads(chain, motion, load)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    header, cols = ["time_s"], [np.asarray(time)]
-    for i, s in enumerate(chain.names):
-        j = _JOINT_OF.get(s, s)
-        for q, arr, unit in (
-            ("F", loads.force, "N"), ("M", loads.moment_ground, "Nm"),
-            ("Mlocal", loads.moment, "Nm"),
-        ):  # fmt: skip
-            for k, ax in enumerate("xyz"):
-                header.append(f"{j}_{q}{ax}_on_{s}_{unit}")
-                cols.append(np.asarray(arr[:, i, k]))
-    csv_path = out / f"{stem}_joint_loads.csv"
-    np.savetxt(csv_path, np.stack(cols, 1), delimiter=",", header=",".join(header), comments="")
-    fig, ax = plt.subplots(2, chain.ns, figsize=(4 * chain.ns, 6), squeeze=False)
-    for i, s in enumerate(chain.names):
-        j = _JOINT_OF.get(s, s)
-        for k, axn in enumerate("xyz"):
-            ax[0, i].plot(time, loads.force[:, i, k], label=axn)
-            ax[1, i].plot(time, loads.moment_ground[:, i, k], label=axn)
-        ax[0, i].set_title(f"{j} force on {s} (N)")
-        ax[1, i].set_title(f"{j} moment on {s} (N·m, ground axes)")
-        ax[1, i].set_xlabel("time (s)")
-        ax[0, i].legend()
-    fig.tight_layout()
-    png_path = out / f"{stem}_joint_loads.png"
-    fig.savefig(png_path, dpi=100)
-    plt.close(fig)
-    print(csv_path)
-    print(png_path)
-    return 0

@@ -54,6 +54,7 @@ __all__ = [
     "dae_constraints",
     "dae_constraint_jacobian",
     "dae_gqq",
+    "dae_acceleration",
 ]
 
 #: f (tree order β, Θ, γ, δ, Φ, ε, Ω) → test-set order (β, Θ, γ, Φ, δ, Ω, ε); an involution.
@@ -402,6 +403,31 @@ def dae_gqq(p: dict, y: Float[Array, " 7"], yd: Float[Array, " 7"]) -> Float[Arr
             b + zf * jnp.sin(om + ep) * (omp + epp) ** 2 - u * jnp.cos(ep) * epp**2,
         ]
     )
+
+
+def dae_acceleration(
+    p: dict,
+    y: Float[Array, " 7"],
+    yd: Float[Array, " 7"],
+    baumgarte: tuple[float, float] | None = None,
+) -> Float[Array, " 7"]:
+    """ÿ (7,) rad/s² of the test set's index-1 DAE (README §3): one solve of the KKT system
+
+        [M  Gᵀ] [ÿ]   [f(y, ẏ)                       ]
+        [G  0 ] [λ] = [−g_qq(ẏ, ẏ) − 2α G ẏ − β² g(y)],
+
+    the multipliers λ (6,) dropped. ``baumgarte = (α, β)`` (1/s) damps the drift off the position
+    and velocity constraints; ``None`` (the default) is the plain index-1 system. This is the
+    right-hand side the embedded 1-DOF ODE of :func:`andrews_squeezer` is compared with.
+    """
+    M = dae_mass_matrix(p, y)
+    G = dae_constraint_jacobian(p, y)
+    K = jnp.block([[M, G.T], [G, jnp.zeros((6, 6), M.dtype)]])
+    c = -dae_gqq(p, y, yd)
+    if baumgarte is not None:
+        alpha, beta = baumgarte
+        c = c - 2.0 * alpha * (G @ yd) - beta**2 * dae_constraints(p, y)
+    return jnp.linalg.solve(K, jnp.concatenate([dae_forces(p, y, yd), c]))[:7]
 
 
 def dae_projected_acceleration(

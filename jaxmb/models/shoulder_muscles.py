@@ -23,7 +23,7 @@ muscles in machine-readable form; source in that folder's README):
 
 :func:`share_shoulder_forces` distributes required shoulder torques among the 14 muscles with
 :func:`jaxmb.sharing.share_forces` (rigid-tendon Hill model of :mod:`jaxmb.hill`) and
-:func:`plot_muscle_forces` draws the forces over time (the seed's Fig. 21).
+:func:`jaxmb.plots.plot_muscle_forces` draws the forces over time (the seed's Fig. 21).
 """
 
 from __future__ import annotations
@@ -68,7 +68,6 @@ __all__ = [
     "shoulder_muscle_parameters",
     "share_shoulder_forces",
     "tracking_muscle_forces",
-    "plot_muscle_forces",
 ]
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "shoulder"
@@ -303,36 +302,3 @@ def tracking_muscle_forces(model: Model, tracking, *, tol: float = 1e-6, **kwarg
         infeasible=result.infeasible_frames)``.
     """
     return share_shoulder_forces(model, tracking.q, tracking.qd, tracking.tau, tol=tol, **kwargs)
-
-
-def plot_muscle_forces(t, forces, names=MUSCLES, *, infeasible=(), ax=None, path=None):
-    """Musculotendon forces over time (the seed's Fig. 21); returns the matplotlib figure.
-
-    Args:
-        t: (nt,) s. forces: (nt, nm) N. names: the nm muscle names (legend).
-        infeasible: frame indices to mark (grey bands) where the torques could not be produced.
-        ax: an axes to draw on (default: a new figure). path: save the figure there (PNG, SVG).
-    """
-    if ax is None:
-        import matplotlib.pyplot as plt
-
-        fig, ax = plt.subplots(figsize=(8, 4.5))
-    else:
-        fig = ax.figure
-    t = np.asarray(t, dtype=float)
-    F = np.asarray(forces, dtype=float)
-    if F.shape != (t.shape[0], len(names)):
-        raise ValueError(f"plot_muscle_forces: forces {F.shape} != (len(t), len(names))")
-    styles = ["-", "--", ":", "-."]
-    for k, n in enumerate(names):
-        ax.plot(t, F[:, k], styles[(k // 10) % 4], label=n, lw=1.4)
-    for i in np.asarray(infeasible, dtype=int):
-        ax.axvspan(t[max(i - 1, 0)], t[min(i + 1, len(t) - 1)], color="0.85", lw=0)
-    ax.set_xlabel("time (s)")
-    ax.set_ylabel("musculotendon force (N)")
-    ax.set_title("Shoulder muscle forces (minimum Σa², rigid-tendon Hill)")
-    ax.legend(ncol=2, fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    fig.tight_layout()
-    if path is not None:
-        fig.savefig(path, dpi=120)
-    return fig

@@ -34,6 +34,5 @@ from .identify import (
     IdentificationResult,
     Observations,
     identify,
-    plot_history,
     predict,
 )

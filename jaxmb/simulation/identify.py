@@ -33,7 +33,7 @@ from jaxtyping import Array, Float
 
 from ..model import Model, ModelError
 
-__all__ = ["Observations", "IdentificationResult", "identify", "predict", "plot_history"]
+__all__ = ["Observations", "IdentificationResult", "identify", "predict"]
 
 
 class Observations(eqx.Module):
@@ -410,33 +410,3 @@ def identify(
         converged=converged,
         optimizer=optimizer,
     )
-
-
-def plot_history(result: IdentificationResult, path: str, names: Sequence[str] | None = None):
-    """Save a figure of the loss and the parameter paths of a fit to ``path`` (PNG)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    h = result.history
-    P = [np.concatenate([np.ravel(p) for p in ps]) for ps in h["params"]]
-    P = np.asarray(P)
-    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.8))
-    a.semilogy(np.arange(1, len(h["loss"]) + 1), h["loss"], "-o", ms=3)
-    a.set_xlabel("iteration")
-    a.set_ylabel("negative log posterior")
-    a.set_title(f"loss ({result.optimizer})")
-    a.grid(True, which="both", alpha=0.3)
-    for j in range(P.shape[1]):
-        lab = names[j] if names is not None and j < len(names) else f"θ{j}"
-        b.plot(np.arange(1, P.shape[0] + 1), P[:, j] / P[-1, j], "-o", ms=3, label=lab)
-    b.set_xlabel("iteration")
-    b.set_ylabel("parameter / final value")
-    b.set_title("parameter paths")
-    b.grid(True, alpha=0.3)
-    b.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path

@@ -1,6 +1,5 @@
 """Gait pipeline: readers, filters, segment kinematics, and the Winter (2009) validation."""
 
-import argparse
 import shutil
 
 import jax
@@ -262,23 +261,6 @@ def test_bmc3d_reader_errors(tmp_path):
     p.write_text("\n".join([src[0].replace("\tFy\t", "\tFq\t")] + src[1:]))
     with pytest.raises(gait.GaitDataError, match="missing column 'Fy'"):
         gait.read_bmc3d(p)
-
-
-def test_command_line(tmp_path):
-    parser = argparse.ArgumentParser()
-    gait.add_inverse_dynamics_parser(parser.add_subparsers())
-    args = parser.parse_args(["inverse-dynamics", "winter", "--out", str(tmp_path)])
-    assert args.func(args) == 0
-    table = np.genfromtxt(tmp_path / "winter_tables_joint_loads.csv", delimiter=",", names=True)
-    assert table.shape == (106,)
-    chain, motion, load = gait.winter_inputs()
-    out = ne.joint_loads(chain, motion, load)
-    np.testing.assert_allclose(table["knee_Mz_on_leg_Nm"], np.asarray(out.moment_ground[:, 1, 2]))
-    assert (tmp_path / "winter_tables_joint_loads.png").stat().st_size > 1000
-    f = str(gait.DATA_DIR / "bmc3d" / "BiomecII2018_gait_n.txt")
-    args = parser.parse_args(["inverse-dynamics", f, "--out", str(tmp_path), "--body-mass", "65"])
-    assert args.func(args) == 0
-    assert (tmp_path / "BiomecII2018_gait_n_joint_loads.csv").is_file()
 
 
 def _pose(k):

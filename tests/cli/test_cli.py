@@ -1,12 +1,20 @@
 """The `jaxmb` command: listing, the main job (Andrews' squeezer), one-line errors on bad input."""
 
+import argparse
+import json
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from helpers import PACKAGE_DATA
 
-from jaxmb.cli import main
+from jaxmb import gait
+from jaxmb import newton_euler as ne
+from jaxmb.cli import inverse_dynamics, main
+from jaxmb.io.model_file import load_model
 from jaxmb.models import andrews as an
+from jaxmb.muscles import muscle_lengths
 
 
 def test_models_lists_the_squeezer(capsys):
@@ -71,6 +79,23 @@ def test_inverse_dynamics_command_reports_a_missing_file(tmp_path, capsys):
     assert err.startswith("jaxmb: error:") and "missing.txt" in err and "\n" not in err
 
 
+def test_inverse_dynamics_parser_on_winter_and_bmc3d(tmp_path):
+    parser = argparse.ArgumentParser()
+    inverse_dynamics.add_parser(parser.add_subparsers())
+    args = parser.parse_args(["inverse-dynamics", "winter", "--out", str(tmp_path)])
+    assert args.func(args) == 0
+    table = np.genfromtxt(tmp_path / "winter_tables_joint_loads.csv", delimiter=",", names=True)
+    assert table.shape == (106,)
+    chain, motion, load = gait.winter_inputs()
+    out = ne.joint_loads(chain, motion, load)
+    np.testing.assert_allclose(table["knee_Mz_on_leg_Nm"], np.asarray(out.moment_ground[:, 1, 2]))
+    assert (tmp_path / "winter_tables_joint_loads.png").stat().st_size > 1000
+    f = str(gait.DATA_DIR / "bmc3d" / "BiomecII2018_gait_n.txt")
+    args = parser.parse_args(["inverse-dynamics", f, "--out", str(tmp_path), "--body-mass", "65"])
+    assert args.func(args) == 0
+    assert (tmp_path / "BiomecII2018_gait_n_joint_loads.csv").is_file()
+
+
 # --------------------------------------------------------------------------------- model files
 EXAMPLE = PACKAGE_DATA / "models" / "two_link_arm.json"
 
@@ -101,11 +126,6 @@ def test_save_then_simulate_the_file_matches_the_builtin(tmp_path, capsys):
 
 def test_moment_arms_of_a_model_file_against_autodiff(tmp_path, capsys):
     """The CSV's moment arms (closed form, Eq. 193) equal −∂L/∂q by autodiff to 1e-12 m."""
-    import jax
-    import jax.numpy as jnp
-
-    from jaxmb.io.model_file import load_model
-    from jaxmb.muscles import muscle_lengths
 
     argv = ["moment-arms", str(EXAMPLE), "--coordinate", "elbow", "--range", "0.1,2",
             "--steps", "7", "--q0", "0.4,0", "--out", str(tmp_path)]  # fmt: skip
@@ -128,8 +148,6 @@ def test_moment_arms_of_a_model_file_against_autodiff(tmp_path, capsys):
 
 
 def test_benchmark_quick_writes_a_record_and_agrees_with_pinocchio(tmp_path, capsys):
-    import json
-
     assert main(["benchmark", "chain", "--quick", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "M + N q̇ + G" in out and "forward dynamics" in out and "load average" in out

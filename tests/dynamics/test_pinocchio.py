@@ -13,6 +13,7 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import assert_rel
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import examples, random_bodies, slow_twin
@@ -78,13 +79,6 @@ def pinocchio_terms(model, q, qd):
     g = pin.computeGeneralizedGravity(pm, data, q).copy()
     nle = pin.nonLinearEffects(pm, data, q, qd).copy()
     return M[np.ix_(inv, inv)], (nle - g)[inv], -g[inv]
-
-
-def assert_rel(a, b, what):
-    a, b = np.asarray(a), np.asarray(b)
-    scale = max(np.abs(b).max(), 1e-6)  # below 1e-6 the bound is 1e-16 absolute
-    err = np.abs(a - b).max()
-    assert err <= REL * scale, f"{what}: max error {err:.3e} > {REL:g} × {scale:.3e}"
 
 
 @eqx.filter_jit

@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import assert_rel
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import examples, random_models, slow_twin
@@ -22,14 +23,6 @@ from jaxmb import forces as fo
 from jaxmb import kinematics as kin
 
 REL = 1e-10
-
-
-def assert_rel(a, b, rel=REL, what=""):
-    a, b = np.asarray(a), np.asarray(b)
-    assert a.shape == b.shape, (what, a.shape, b.shape)
-    scale = max(np.abs(b).max(initial=0.0), 1e-6)  # below 1e-6 the bound is 1e-16 absolute
-    err = np.abs(a - b).max(initial=0.0)
-    assert err <= rel * scale, f"{what}: max error {err:.3e} > {rel:g} × {scale:.3e}"
 
 
 @pytest.mark.parametrize(

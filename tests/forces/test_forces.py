@@ -8,11 +8,14 @@ arithmetic: tolerance 1e-12 relative.
 
 from __future__ import annotations
 
+import functools
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import assert_rel as shared_assert_rel
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import examples, random_models
@@ -25,11 +28,8 @@ from jaxmb.models.chain import chain
 REL = 1e-12
 
 
-def assert_rel(a, b, rel=REL, what=""):
-    a, b = np.asarray(a), np.asarray(b)
-    scale = max(np.abs(b).max(initial=0.0), 1e-6)  # below 1e-6 the bound is 1e-16 absolute
-    err = np.abs(a - b).max(initial=0.0)
-    assert err <= rel * scale, f"{what}: max error {err:.3e} > {rel:g} × {scale:.3e}"
+# this file's bound (REL) is tighter than the shared default
+assert_rel = functools.partial(shared_assert_rel, rel=REL)
 
 
 def _draw(model, seed):

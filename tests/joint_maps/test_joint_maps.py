@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import rel
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import examples, random_coupling
@@ -38,11 +39,6 @@ five_bar_mod = importlib.import_module("jaxmb.models.five_bar")
 four_bar_mod = importlib.import_module("jaxmb.models.four_bar")
 
 RTOL = 1e-10
-
-
-def rel(a, b):
-    a, b = np.asarray(a), np.asarray(b)
-    return np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-300)
 
 
 @pytest.fixture(scope="module")

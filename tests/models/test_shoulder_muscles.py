@@ -22,6 +22,7 @@ import pytest
 from helpers import DATA
 
 import jaxmb
+from jaxmb import plots
 from jaxmb.model import ModelError
 from jaxmb.models import shoulder_muscles as sm
 from jaxmb.muscles import clamp_to_range
@@ -357,7 +358,7 @@ def test_force_sharing_along_the_tracking_trajectory(tmp_path):
     np.testing.assert_allclose(
         np.einsum("tqm,tm->tq", np.asarray(R), np.asarray(res.forces)), tau, atol=1e-6
     )
-    fig = sm.plot_muscle_forces(t, res.forces, m.muscle_names, path=tmp_path / "f.png")
+    fig = plots.plot_muscle_forces(t, res.forces, m.muscle_names, path=tmp_path / "f.png")
     assert (tmp_path / "f.png").stat().st_size > 0 and len(fig.axes[0].lines) == 14
 
 

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.interpolate
+from helpers import rel_err as _rel_err
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference.muscle_paths import wrap_cylinder, wrap_ellipsoid, wrapped_path_unrolled
@@ -22,10 +23,6 @@ from jaxmb.model import ModelError
 from jaxmb.muscles.geometry import path_inputs
 
 TOL = 1e-10
-
-
-def _rel_err(a, b):
-    return float(jnp.max(jnp.abs(a - b)) / max(1.0, float(jnp.max(jnp.abs(b)))))
 
 
 def _random_path(rng, model, n_points, conditional=True, moving=True):

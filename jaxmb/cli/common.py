@@ -1,0 +1,134 @@
+"""What the commands share: the one-line user error, model resolution (built-in name or model
+file), each built-in's default initial state, argument parsing and text output."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import jax.numpy as jnp
+import numpy as np
+
+from .. import models
+from ..io.model_file import ModelFileError, load_model
+from ..models import andrews as an
+from ..models import five_bar as fb
+from ..models import four_bar as fo
+
+__all__ = [
+    "ALIASES",
+    "EXAMPLE_MODEL_FILES",
+    "CliError",
+    "builtin_models",
+    "resolve_model",
+    "default_run",
+    "parse_vector",
+    "progress",
+    "table",
+]
+
+ALIASES = {"andrews": "andrews_squeezer", "squeezer": "andrews_squeezer"}
+
+EXAMPLE_MODEL_FILES = Path(__file__).resolve().parents[1] / "data" / "models"
+"""The model files shipped with jaxmb (``jaxmb models`` lists them)."""
+
+
+class CliError(Exception):
+    """A user error: printed as one line, exit status 2."""
+
+
+def builtin_models() -> tuple[str, ...]:
+    """Names of the built-in model functions (``jaxmb.models``), sorted."""
+    return tuple(sorted(models.__all__))
+
+
+def _canonical(name: str) -> str:
+    name = ALIASES.get(name, name)
+    if name not in builtin_models():
+        raise CliError(
+            f"unknown model {name!r}; built-in models: {', '.join(builtin_models())} "
+            "(alias: andrews)"
+        )
+    return name
+
+
+def _is_file(spec: str) -> bool:
+    return spec.endswith(".json") or "/" in spec or Path(spec).is_file()
+
+
+def resolve_model(spec: str):
+    """``(name, model, builtin)`` for a built-in model name or a model-file path."""
+    if _is_file(spec):
+        try:
+            model = load_model(spec)
+        except ModelFileError as e:
+            raise CliError(" ".join(str(e).split())) from None
+        return Path(spec).stem, model, False
+    name = _canonical(spec)
+    return name, getattr(models, name)(), True
+
+
+def default_run(name: str, model):
+    """Default (q0, qd0, t1, solver, rtol, atol) of a run of a built-in model (``name``; "" for a
+    model file), and a reference check ``reference(t1, q0, qd0, traj) -> dict | None`` where a
+    published solution is known (else None)."""
+    if name == "andrews_squeezer":
+        ref_angles, ref_vel = an.reference_solution()
+
+        def reference(t1, q0, qd0, traj):
+            if not (abs(t1 - 0.03) < 1e-15 and q0[0] == an.BETA0 and qd0[0] == 0.0):
+                return None
+            f, J, _ = model.joint_map.derivatives(jnp.asarray(traj.q[-1]))
+            y = np.asarray(an.to_test_set(f))
+            yd = np.asarray(an.to_test_set(J[:, 0])) * float(traj.qd[-1][0])
+            return {
+                "reference": "IVP test set 'andrews', t = 0.03 s (7 angles, test-set order)",
+                "angles": y,
+                "angle_error": float(np.max(np.abs(y - ref_angles))),
+                "velocity_error_rel": float(np.max(np.abs(yd - ref_vel)) / np.max(np.abs(ref_vel))),
+            }
+
+        return np.array([an.BETA0]), np.zeros(1), 0.03, "dopri8", 1e-10, 1e-10, reference
+    nq = model.nq
+    q0 = np.zeros(nq)
+    if name in ("four_bar", "five_bar"):  # q = 0 is outside (four_bar) or far from the assembly
+        q0 = np.atleast_1d(np.asarray((fo if name == "four_bar" else fb).Q_REF, dtype=float))
+    return q0, np.zeros(nq), 1.0, "tsit5", 1e-8, 1e-8, None
+
+
+def parse_vector(text: str | None, n: int, what: str):
+    """The (n,) vector of a comma-separated option ``what`` (None when not given)."""
+    if text is None:
+        return None
+    try:
+        v = np.array([float(x) for x in text.replace(" ", ",").split(",") if x != ""])
+    except ValueError:
+        raise CliError(f"{what} must be comma-separated numbers, got {text!r}") from None
+    if v.shape != (n,):
+        raise CliError(f"{what} needs {n} value(s) for this model, got {v.size}: {text!r}")
+    if not np.all(np.isfinite(v)):
+        raise CliError(f"{what} has non-finite values: {text!r}")
+    return v
+
+
+def progress(k: int, n: int, label: str) -> None:
+    """A one-line text progress bar on stderr (only for runs of several steps)."""
+    if n < 2:
+        return
+    width = 30
+    done = int(width * k / n)
+    end = "\n" if k >= n else ""
+    sys.stderr.write(f"\r{label} [{'#' * done}{'.' * (width - done)}] {k}/{n}{end}")
+    sys.stderr.flush()
+
+
+def table(rows, header=None) -> str:
+    """Rows (and an optional header, underlined) as left-aligned text columns."""
+    rows = [tuple(str(c) for c in r) for r in rows]
+    if header is not None:
+        rows = [tuple(header)] + rows
+    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    if header is not None:
+        lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)

@@ -1,0 +1,94 @@
+"""``jaxmb inverse-dynamics DATA``: joint forces and moments of a gait trial (Winter's Appendix A
+tables or a BMClab 3D trial) by the Newton–Euler matrix formalism; CSV and PNG."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..analyses import gait
+from ..analyses import newton_euler as ne
+from ..plots import plot_joint_loads
+from .common import CliError
+
+__all__ = ["add_parser", "run", "JOINT_OF"]
+
+JOINT_OF = {"foot": "ankle", "leg": "knee", "shank": "knee", "thigh": "hip"}
+"""The proximal joint of each segment of the gait chains (the CSV's and the plot's names)."""
+
+
+def add_parser(subparsers):
+    """Register ``inverse-dynamics DATA`` on an ``argparse`` subparsers object."""
+    p = subparsers.add_parser(
+        "inverse-dynamics",
+        help="joint forces and moments of a gait trial (Newton-Euler matrix formalism)",
+        description="Reads a directory of Winter (2009) Appendix A CSV tables or a BMClab 3D gait "
+        "trial (.txt) and writes joint forces/moments as CSV and a PNG plot.",
+    )
+    p.add_argument("data", help="Winter CSV directory or BMClab .txt trial ('winter' = bundled)")
+    p.add_argument("--format", choices=["auto", "winter", "bmc3d"], default="auto")
+    p.add_argument(
+        "--source",
+        choices=["tables", "markers"],
+        default="tables",
+        help="Winter only: use Table A.3 kinematics or differentiate A.2 markers",
+    )
+    p.add_argument(
+        "--cutoff",
+        type=float,
+        default=None,
+        help="low-pass cutoff (Hz) of the markers; default 6 for BMClab trials, none for Winter's "
+        "already filtered A.2 markers",
+    )
+    p.add_argument("--body-mass", type=float, default=70.0, help="BMClab trials: body mass (kg)")
+    p.add_argument("--out", default="jaxmb_out", help="output directory (default jaxmb_out/)")
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args) -> int:
+    """Write ``<stem>_joint_loads.csv`` (time, then per joint F{x,y,z} N ground frame, M{x,y,z} N·m
+    ground frame and the segment-frame moment) and ``<stem>_joint_loads.png``; print their paths.
+    Returns the exit status; unusable data ends in a :class:`CliError` naming it."""
+    try:
+        return _joint_loads_files(args)
+    except (gait.GaitDataError, ne.NewtonEulerError, OSError) as e:
+        raise CliError(str(e).splitlines()[0]) from None
+
+
+def _joint_loads_files(args) -> int:
+    fmt = args.format
+    src = Path(args.data)
+    if fmt == "auto":
+        fmt = "winter" if (args.data == "winter" or src.is_dir()) else "bmc3d"
+    if fmt == "winter":
+        data = gait.read_winter(None if args.data == "winter" else src)
+        cutoff = args.cutoff if args.source == "markers" else None
+        chain, motion, load = gait.winter_inputs(data, args.source, cutoff=cutoff)
+        time, stem = data.time, f"winter_{args.source}"
+    else:
+        trial = gait.read_bmc3d(src)
+        cutoff = 6.0 if args.cutoff is None else args.cutoff
+        chain, motion, load, st = gait.bmc3d_inputs(trial, args.body_mass, cutoff)
+        time, stem = trial.time[st], Path(trial.path).stem
+    loads = ne.joint_loads(chain, motion, load)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    joints = [JOINT_OF.get(s, s) for s in chain.names]
+    header, cols = ["time_s"], [np.asarray(time)]
+    for i, (s, j) in enumerate(zip(chain.names, joints, strict=True)):
+        for q, arr, unit in (
+            ("F", loads.force, "N"), ("M", loads.moment_ground, "Nm"),
+            ("Mlocal", loads.moment, "Nm"),
+        ):  # fmt: skip
+            for k, ax in enumerate("xyz"):
+                header.append(f"{j}_{q}{ax}_on_{s}_{unit}")
+                cols.append(np.asarray(arr[:, i, k]))
+    csv_path = out / f"{stem}_joint_loads.csv"
+    np.savetxt(csv_path, np.stack(cols, 1), delimiter=",", header=",".join(header), comments="")
+    png_path = out / f"{stem}_joint_loads.png"
+    plot_joint_loads(png_path, time, chain.names, joints, loads)
+    print(csv_path)
+    print(png_path)
+    return 0

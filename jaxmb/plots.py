@@ -1,0 +1,242 @@
+"""Every figure jaxmb draws, in one place; matplotlib is imported here only, and only when a figure
+is drawn, so that nothing else in the package needs it.
+
+* :func:`plot_trajectory`: q and q̇ against t, and for planar models :func:`draw_mechanism` (the
+  ``jaxmb simulate`` PNG).
+* :func:`plot_moment_arms`: moment arms and lengths of every muscle over a coordinate sweep (the
+  ``jaxmb moment-arms`` PNG).
+* :func:`plot_joint_loads`: joint forces and moments of a gait trial (the ``jaxmb
+  inverse-dynamics`` PNG).
+* :func:`plot_history`: loss and parameter paths of an identification.
+* :func:`plot_muscle_forces`: musculotendon forces over time (the seed's Fig. 21).
+
+Functions that write a file select the Agg backend (no display needed); those that draw on given
+axes leave the backend to the caller (notebooks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .kinematics import body_transforms
+from .models.shoulder_muscles import MUSCLES
+
+__all__ = [
+    "plot_trajectory",
+    "draw_mechanism",
+    "is_planar",
+    "plot_moment_arms",
+    "plot_joint_loads",
+    "plot_history",
+    "plot_muscle_forces",
+]
+
+
+def _pyplot_for_files():
+    """matplotlib.pyplot with the file-only Agg backend (the command line has no display)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def is_planar(model) -> bool:
+    """True when every body moves in the x-y plane: revolute axes along z, offsets and prismatic
+    axes and points without a z component."""
+    z = np.array([0.0, 0.0, 1.0])
+    ax = np.asarray(model.axis_theta)
+    offs = np.asarray(model.axis_d) * np.asarray(model.d)[:, None]
+    rev = model.is_revolute
+    pts = [np.asarray(r) for _, r in model.points.values()]
+    return bool(
+        np.all(np.abs(np.abs(ax[rev] @ z) - 1.0) < 1e-12)
+        and np.all(np.abs(offs[:, 2]) < 1e-12)
+        and np.all(np.abs(np.asarray(model.axis_d)[~rev, 2]) < 1e-12)
+        and all(abs(r[2]) < 1e-12 for r in pts)
+    )
+
+
+def plot_trajectory(path, model, t, q, qd) -> None:
+    """Write a PNG of q (nt, nq) and q̇ (nt, nq) against t (nt,) s, and for a planar model a
+    drawing of the mechanism at a few instants."""
+    plt = _pyplot_for_files()
+    planar = is_planar(model)
+    fig, axes = plt.subplots(1, 3 if planar else 2, figsize=(15 if planar else 10, 4.2))
+    for k, c in enumerate(model.coordinate_names):
+        axes[0].plot(t, q[:, k], label=c)
+        axes[1].plot(t, qd[:, k], label=c)
+    axes[0].set(xlabel="t (s)", ylabel="q", title=f"{model.name}: generalized coordinates")
+    axes[1].set(xlabel="t (s)", ylabel="q̇", title="generalized speeds")
+    for a in axes[:2]:
+        if model.nq <= 10:
+            a.legend(fontsize=7)
+    if planar:
+        draw_mechanism(axes[2], model, t, q)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _colormap(n: int):
+    import matplotlib.pyplot as plt
+
+    cmap = plt.get_cmap("viridis")
+    return lambda k: cmap(k / max(n - 1, 1) * 0.85)
+
+
+def _force_body(model, body) -> int:
+    """Body index of a force element's body given by name or index (−1: ground)."""
+    if isinstance(body, str):
+        return -1 if body == "ground" else model.body_names.index(body)
+    return int(body)
+
+
+def draw_mechanism(ax, model, t, q, instants: int = 4) -> None:
+    """Draw a planar mechanism on ``ax`` at ``instants`` times of t (nt,) s, q (nt, nq): bodies as
+    lines from their joints to their points and children, two-point forces dotted, ground pivots ▲
+    and ground points x (m)."""
+    idx = np.unique(np.linspace(0, len(t) - 1, instants).round().astype(int))
+    poses = np.asarray(jax.jit(jax.vmap(lambda x: body_transforms(model, x)))(jnp.asarray(q[idx])))
+    by_body: dict[int, list] = {}
+    for _, (b, r) in model.points.items():
+        by_body.setdefault(b, []).append(np.asarray(r))
+    springs = [e for e in model.forces if hasattr(e, "point_a") and hasattr(e, "body_a")]
+    cmap = _colormap(len(idx))
+    for n, (k, A) in enumerate(zip(idx, poses, strict=True)):
+        color = cmap(n)
+        world = lambda b, r: r[:2] if b < 0 else (A[b, :3, :3] @ r + A[b, :3, 3])[:2]
+        for i in range(model.nb):
+            o = A[i, :3, 3][:2]
+            p = model.parent[i]
+            start = poses[n][p, :3, 3][:2] if p >= 0 else o
+            segs = [start] + [world(i, r) for r in by_body.get(i, [])]
+            segs += [A[c, :3, 3][:2] for c in range(model.nb) if model.parent[c] == i]
+            for s in segs[1:]:
+                ax.plot([o[0], s[0]], [o[1], s[1]], "-", color=color, lw=1.5)
+            if p >= 0:
+                ax.plot([start[0], o[0]], [start[1], o[1]], "-", color=color, lw=1.5)
+            ax.plot(*o, "o", color=color, ms=3)
+        for e in springs:
+            ba, bb = _force_body(model, e.body_a), _force_body(model, e.body_b)
+            pa, pb = world(ba, np.asarray(e.point_a)), world(bb, np.asarray(e.point_b))
+            ax.plot([pa[0], pb[0]], [pa[1], pb[1]], ":", color=color, lw=1)
+        ax.plot([], [], "-", color=color, label=f"t = {t[k]:.4g} s")
+    for i in range(model.nb):
+        if model.parent[i] < 0:
+            o = poses[0][i, :3, 3][:2]
+            ax.plot(*o, "^", color="k", ms=7)
+    for b, r in model.points.values():
+        if b < 0:
+            ax.plot(*np.asarray(r)[:2], "x", color="k", ms=6)
+    ax.set_aspect("equal")
+    ax.set(xlabel="x (m)", ylabel="y (m)", title="mechanism (▲ ground pivots, x ground points)")
+    ax.legend(fontsize=7)
+
+
+def plot_moment_arms(path, model, coordinate: str, xs, R, L) -> None:
+    """Write a PNG of the moment arms R (ns, nm) m (drawn in mm) and lengths L (ns, nm) m of every
+    muscle against the swept coordinate's values xs (ns,)."""
+    plt = _pyplot_for_files()
+    names = model.muscle_names
+    fig, ax = plt.subplots(1, 2, figsize=(12, 4.5))
+    for j, m in enumerate(names):
+        ax[0].plot(xs, R[:, j] * 1e3, label=m)
+        ax[1].plot(xs, L[:, j], label=m)
+    ax[0].axhline(0.0, color="k", lw=0.5)
+    ax[0].set(
+        xlabel=coordinate,
+        ylabel="moment arm R = −∂L/∂q (mm per unit of q)",
+        title=f"{model.name}: moment arms about {coordinate}",
+    )
+    ax[1].set(xlabel=coordinate, ylabel="musculotendon length L (m)", title="lengths")
+    if len(names) <= 20:
+        ax[0].legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_joint_loads(path, time, segments: Sequence[str], joints: Sequence[str], loads) -> None:
+    """Write a PNG of the joint forces (N) and moments (N·m, ground axes) of a gait trial: one
+    column per segment, ``loads`` a :class:`jaxmb.newton_euler.JointLoads` over time (nt,) s,
+    ``joints[i]`` the name of the proximal joint of ``segments[i]``."""
+    plt = _pyplot_for_files()
+    ns = len(segments)
+    fig, ax = plt.subplots(2, ns, figsize=(4 * ns, 6), squeeze=False)
+    for i, (s, j) in enumerate(zip(segments, joints, strict=True)):
+        for k, axn in enumerate("xyz"):
+            ax[0, i].plot(time, loads.force[:, i, k], label=axn)
+            ax[1, i].plot(time, loads.moment_ground[:, i, k], label=axn)
+        ax[0, i].set_title(f"{j} force on {s} (N)")
+        ax[1, i].set_title(f"{j} moment on {s} (N·m, ground axes)")
+        ax[1, i].set_xlabel("time (s)")
+        ax[0, i].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def plot_history(result, path: str, names: Sequence[str] | None = None):
+    """Save a figure of the loss and the parameter paths of a fit to ``path`` (PNG); ``result`` is
+    a :class:`jaxmb.simulation.IdentificationResult`. Returns ``path``."""
+    plt = _pyplot_for_files()
+    h = result.history
+    P = [np.concatenate([np.ravel(p) for p in ps]) for ps in h["params"]]
+    P = np.asarray(P)
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.8))
+    a.semilogy(np.arange(1, len(h["loss"]) + 1), h["loss"], "-o", ms=3)
+    a.set_xlabel("iteration")
+    a.set_ylabel("negative log posterior")
+    a.set_title(f"loss ({result.optimizer})")
+    a.grid(True, which="both", alpha=0.3)
+    for j in range(P.shape[1]):
+        lab = names[j] if names is not None and j < len(names) else f"θ{j}"
+        b.plot(np.arange(1, P.shape[0] + 1), P[:, j] / P[-1, j], "-o", ms=3, label=lab)
+    b.set_xlabel("iteration")
+    b.set_ylabel("parameter / final value")
+    b.set_title("parameter paths")
+    b.grid(True, alpha=0.3)
+    b.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_muscle_forces(t, forces, names=MUSCLES, *, infeasible=(), ax=None, path=None):
+    """Musculotendon forces over time (the seed's Fig. 21); returns the matplotlib figure.
+
+    Args:
+        t: (nt,) s. forces: (nt, nm) N. names: the nm muscle names (legend).
+        infeasible: frame indices to mark (grey bands) where the torques could not be produced.
+        ax: an axes to draw on (default: a new figure). path: save the figure there (PNG, SVG).
+    """
+    if ax is None:
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(8, 4.5))
+    else:
+        fig = ax.figure
+    t = np.asarray(t, dtype=float)
+    F = np.asarray(forces, dtype=float)
+    if F.shape != (t.shape[0], len(names)):
+        raise ValueError(f"plot_muscle_forces: forces {F.shape} != (len(t), len(names))")
+    styles = ["-", "--", ":", "-."]
+    for k, n in enumerate(names):
+        ax.plot(t, F[:, k], styles[(k // 10) % 4], label=n, lw=1.4)
+    for i in np.asarray(infeasible, dtype=int):
+        ax.axvspan(t[max(i - 1, 0)], t[min(i + 1, len(t) - 1)], color="0.85", lw=0)
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("musculotendon force (N)")
+    ax.set_title("Shoulder muscle forces (minimum Σa², rigid-tendon Hill)")
+    ax.legend(ncol=2, fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=120)
+    return fig
