@@ -375,7 +375,6 @@ def kinematics(model: Model, q: Float[Array, " nq"], second_order: bool = True) 
     return eqx.tree_at(lambda x: (x.dA, x.ddA), k, (dA, ddA), is_leaf=lambda x: x is None)
 
 
-
 def point_jacobian_from(
     kin: Kinematics, body: int, point: Float[Array, " 3"]
 ) -> tuple[Float[Array, " 3"], Float[Array, "3 nq"]]:

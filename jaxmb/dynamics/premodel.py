@@ -1,5 +1,4 @@
-"""Premodelled dynamics of a one-coordinate model: q̈ = a(q) + b(q) q̇², fitted once, spectrally.
-"""
+"""Premodelled dynamics of a one-coordinate model: q̈ = a(q) + b(q) q̇², fitted once, spectrally."""
 
 from __future__ import annotations
 
@@ -13,7 +12,6 @@ from ..model import Model
 from .terms import try_forward_dynamics
 
 __all__ = ["PremodelDynamics", "premodel_dynamics"]
-
 
 
 class PremodelDynamics(eqx.Module):

@@ -221,5 +221,3 @@ def christoffel_matrix(
         + jnp.einsum("klj,l->kj", dM, qd)
         - jnp.einsum("ljk,l->kj", dM, qd)
     )
-
-

@@ -1,4 +1,5 @@
-"""The batched entry points of the tree algorithm (batch-last CRBA/RNEA) against the tree path, autodiff and Pinocchio.
+"""The batched entry points of the tree algorithm (batch-last CRBA/RNEA) against the per-state
+functions, autodiff and Pinocchio.
 
 Every model here is one structure compiled once per test (module-scoped data, fixed seeds), so the
 file stays well under 20 s on one core.
@@ -24,8 +25,8 @@ from jaxmb.dynamics import (
     mass_matrix,
 )
 from jaxmb.model import ModelError
-from jaxmb.simulation import batched_rk4
 from jaxmb.models.chain import chain
+from jaxmb.simulation import batched_rk4
 
 B = 6
 
