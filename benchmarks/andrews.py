@@ -20,8 +20,9 @@ Routes, all from the test set's consistent initial state to t = 0.03 s:
 
 Every route runs under two integrators with the same Butcher tableaus (Tsit5, Dopri8) and
 rtol = atol = tol: ``diffrax`` (``diffeqsolve`` with a PID controller) and ``erk``
-(:func:`jaxmb.simulate.erk_solve`, the same adaptive embedded RK in one flat while loop: diffrax's
-per-step machinery costs ~10 µs on XLA:CPU, more than a cheap right-hand side). The ODE and DAE
+(:func:`jaxmb.simulation.erk_solve`: the same diffrax driver with an integral controller and
+``diffrax.ForwardMode``, whose plain while loop costs less per step than the default
+checkpointed adjoint on a cheap right-hand side). The ODE and DAE
 routes always share the integrator; each is timed as compiled steady state (min over repeats,
 compile time apart), and the headline ratio compares each method's best configuration.
 Error = max over the 7 angles at t = 0.03 against a high-precision jaxmb solution (Dopri8,

@@ -8,7 +8,7 @@ Routes, same diffrax solver (Dopri5, the Runge–Kutta–Fehlberg family the see
 controller, rtol = atol = tol:
 
 * ``ode``: state (q, q̇) ∈ R⁶. Each right-hand side forms M and N q̇ − G (one pose pass,
-  ``dynamics._equations_of_motion``) and solves Eq. 200 — the 6×6 block system for (q̈, τ).
+  ``dynamics.projected_terms``) and solves Eq. 200 — the 6×6 block system for (q̈, τ).
 * ``dae_a<gain>``: the clavicle and scapula angles are coordinates too: x ∈ R¹⁴ (every joint
   variable), the rhythm is 11 algebraic constraints φ(x) = x_dep − f_dep(x_ind) = 0 (the 10
   clavicle/scapula variables and ``shoulder1_r2 = −elv_angle``). Index 1 with Baumgarte
@@ -49,7 +49,7 @@ import importlib
 from _common import RESULTS, metadata, save_results, timeit_interleaved  # noqa: E402
 
 import jaxmb  # noqa: E402, F401  (float64)
-from jaxmb.dynamics.terms import _equations_of_motion  # noqa: E402
+from jaxmb.dynamics import projected_terms  # noqa: E402
 from jaxmb.joint_maps import identity_map  # noqa: E402
 from jaxmb.kinematics import tree_kinematics  # noqa: E402
 from jaxmb.simulation import MinimumJerk, computed_torque  # noqa: E402
@@ -79,7 +79,8 @@ def _commanded(des, t, q, qd):
 
 def ode_solve(t, q, qd, model, des):
     """Eq. 200: (q̈, τ)."""
-    M, h = _equations_of_motion(model, tree_kinematics(model, q), qd)
+    M, Nqd, G = projected_terms(model, tree_kinematics(model, q), qd)
+    h = Nqd - G
     n = q.shape[0]
     eye = jnp.eye(n, dtype=M.dtype)
     A = jnp.block([[M, -eye], [eye, jnp.zeros_like(M)]])
@@ -105,7 +106,8 @@ def constraint(x, coefficients):
 
 def dae_solve(t, x, xd, model, coefficients, des, gain):
     """The augmented index-1 system: (ẍ, λ, τ)."""
-    M, h = _equations_of_motion(model, tree_kinematics(model, x), xd)
+    M, Nqd, G = projected_terms(model, tree_kinematics(model, x), xd)
+    h = Nqd - G
     phi = lambda z: constraint(z, coefficients)  # noqa: E731
     Phi = jax.jacfwd(phi)(x)
     vel = lambda z: jax.jvp(phi, (z,), (xd,))[1]  # noqa: E731

@@ -3,9 +3,9 @@
 Sections (issue 8, "Throughput benchmarks"):
 
 1. ``terms``: M, N q̇ and G together for ``chain(7)`` and ``chain(30)`` at batch 1, 64 and 4096,
-   jaxmb's tree path, closed-form path and the batch-last ``jaxmb.batched`` route (``batched``:
-   batch-first arrays in and out; ``batched_bm``: batch-last arrays end to end), float64 and
-   float32, against Pinocchio's
+   jaxmb's tree path (vmap of the per-state functions), closed-form path and the batch-last
+   ``jaxmb.dynamics.tree`` entry points (``batched``: batch-first arrays in and out;
+   ``batched_bm``: batch-last arrays end to end), float64 and float32, against Pinocchio's
    ``crba`` + ``nonLinearEffects`` per state. Pinocchio is timed two ways: (a) a tight Python loop
    over the states (includes the binding overhead of two calls per state), and (b) a C++ loop
    compiled against Pinocchio's own headers (``benchmarks/pin_chain_bench.cpp``, g++ -O3
@@ -180,8 +180,8 @@ import numpy as np  # noqa: E402
 
 import jaxmb as mb  # noqa: E402
 from jaxmb import batch  # noqa: E402
-from jaxmb import batched as bt  # noqa: E402
 from jaxmb.dynamics import bias_forces, forward_dynamics, gravity_forces, mass_matrix  # noqa: E402
+from jaxmb.dynamics import tree as bt  # noqa: E402
 from jaxmb.model import Body, build_model  # noqa: E402
 from jaxmb.models.chain import chain  # noqa: E402
 
@@ -254,7 +254,7 @@ def terms_fn(method):
 
 
 TERMS = {m: terms_fn(m) for m in ("tree", "closed_form")}
-# jaxmb.batched: batch-last CRBA/RNEA over the whole batch (not vmapped). "batched" takes and
+# jaxmb.dynamics.tree: batch-last CRBA/RNEA over the whole batch (not vmapped). "batched" takes and
 # returns batch-first arrays like the vmapped paths (transposes included); "batched_bm" works on
 # batch-last (nq, B) arrays end to end, the layout a batch-last integrator keeps.
 BATCHED = {
@@ -713,8 +713,8 @@ def section_steps(cfg, results):
             if method == "tree":
                 rk4 = FastJit(lambda m, q, qd, dt: RK4_BATCHED(m, q, qd, dt, K), model)
                 args = (qq, qqd, dtj)
-            else:  # jaxmb.batched: batch-last state (nq, B) through the whole rollout
-                rk4 = FastJit(lambda m, q, qd, dt: bt.batched_rk4(m, q, qd, dt, K, True), model)
+            else:  # batch-last state (nq, B) through the whole rollout (diffrax, classical RK4)
+                rk4 = FastJit(lambda m, q, qd, dt: mb.batched_rk4(m, q, qd, dt, K, True), model)
                 args = (qq.T, qqd.T, dtj)
             compile_s, t = time_compiled(rk4, model, *args, repeats=cfg["repeats"])
             cpu = TIMING_STATS["last_cpu_s"] / (B * K)
@@ -792,13 +792,13 @@ def section_andrews(cfg, results):
     kw = dict(batched_model=True, rtol=1e-6, atol=1e-6)
     try:
         t0 = time.perf_counter()
-        tr = batch.simulate_batch(bm, q0, qd0, T1, None, **kw)
+        tr = mb.simulate_batch(bm, q0, qd0, T1, None, **kw)
         _block(tr.q)
         out["jaxmb_compile_and_first_s"] = time.perf_counter() - t0
         walls = []
         for _ in range(2 if not ARGS.quick else 1):
             t0 = time.perf_counter()
-            tr = batch.simulate_batch(bm, q0, qd0, T1, None, **kw)
+            tr = mb.simulate_batch(bm, q0, qd0, T1, None, **kw)
             _block(tr.q)
             walls.append(time.perf_counter() - t0)
         out["jaxmb_wall_s"] = float(min(walls))

@@ -85,9 +85,9 @@ _LAZY_NAMES = {
     "save_model": "jaxmb.io.model_file",
     "ModelFileError": "jaxmb.io.model_file",
     "load_osim": "jaxmb.io.osim",
-    "batched_terms": "jaxmb.dynamics.batched",
-    "batched_forward_dynamics": "jaxmb.dynamics.batched",
-    "batched_rk4": "jaxmb.dynamics.batched",
+    "batched_terms": "jaxmb.dynamics.tree",
+    "batched_forward_dynamics": "jaxmb.dynamics.tree",
+    "batched_rk4": "jaxmb.simulation.driver",
 }
 
 # The 0.1 layout's module paths, still importable (``import jaxmb.gait``, ``mb.hill``) for scripts
@@ -100,7 +100,9 @@ MOVED_MODULES = {
     "jaxmb.wrapping": "jaxmb.muscles.wrap",
     "jaxmb.hill": "jaxmb.muscles.hill",
     "jaxmb.sharing": "jaxmb.muscles.sharing",
-    "jaxmb.batched": "jaxmb.dynamics.batched",
+    "jaxmb.batched": "jaxmb.dynamics.tree",
+    "jaxmb.dynamics.batched": "jaxmb.dynamics.tree",
+    "jaxmb.forces.elements": "jaxmb.forces",
     "jaxmb.batch": "jaxmb.simulation.batch",
     "jaxmb.control": "jaxmb.simulation.control",
     "jaxmb.identify": "jaxmb.simulation.identify",

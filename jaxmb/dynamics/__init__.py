@@ -1,18 +1,18 @@
-"""Equations of motion M q̈ + N q̇ = G + τ: the tree algorithm, the seed's closed form, the
-Lagrangian referee, pre-modelled dynamics.
+"""Equations of motion M q̈ + N q̇ = G + τ: the tree algorithm (``tree``, per state and batched),
+the seed's closed form (``closed_form``), the Lagrangian referee (``lagrangian``), premodelled
+dynamics (``premodel``), and the public M / N q̇ / G / forward / inverse functions (``terms``).
 """
 
-from .batched import (
-    CHUNK,
-    UNROLL_POSES,
-    batched_forward_dynamics,
-    batched_rk4,
-    batched_terms,
-    equations_of_motion_bm,
+from .closed_form import closed_form_terms, pseudo_inertia
+from .lagrangian import (
+    lagrangian_bias_forces,
+    lagrangian_gravity_forces,
+    lagrangian_mass_matrix,
+    referee_poses,
 )
+from .premodel import PremodelDynamics, premodel_dynamics
 from .terms import (
     METHODS,
-    PremodelDynamics,
     applied_forces,
     bias_forces,
     christoffel_matrix,
@@ -24,7 +24,15 @@ from .terms import (
     kinetic_energy,
     mass_matrix,
     potential_energy,
-    premodel_dynamics,
-    pseudo_inertia,
     total_energy,
+    try_forward_dynamics,
+)
+from .tree import (
+    CHUNK,
+    batched_forward_dynamics,
+    batched_terms,
+    cholesky_solve_bm,
+    equations_of_motion_bm,
+    joint_space_terms,
+    projected_terms,
 )

@@ -6,6 +6,7 @@ from .batch import (
     BATCH_AXIS,
     batch_mesh,
     batch_size,
+    resolve_where,
     shard_batch,
     simulate_sharded,
     stack_models,
@@ -22,9 +23,11 @@ from .control import (
 )
 from .driver import (
     SOLVERS,
+    ClassicalRK4,
     ERKResult,
     SimulationError,
     Trajectory,
+    batched_rk4,
     erk_solve,
     ode_rhs,
     simulate,

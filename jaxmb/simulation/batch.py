@@ -11,7 +11,8 @@ fields of the joint map and force elements). This module builds batches and spre
   one-axis :class:`jax.sharding.Mesh` of all devices (``NamedSharding(mesh, P("batch"))``); on a
   CPU host, ``XLA_FLAGS=--xla_force_host_platform_device_count=k`` turns one process into k devices
   and so uses k cores, which plain ``vmap`` does not.
-* :func:`simulate_batch` / :func:`simulate_sharded` integrate many systems in one compiled call.
+* :func:`simulate_sharded` integrates many systems in one compiled call, split over the devices
+  (:func:`jaxmb.simulation.simulate_batch`, the one batched driver, on one device).
 
 Compile once per structure: the batched callables are cached on ``(fn, in_axes)`` and everything
 that is an array (parameters, states, ``t1``, ``ts``) is traced, so new values never retrace.
@@ -33,6 +34,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from ..model import Model, ModelError
+from .driver import simulate_batch
 
 __all__ = [
     "BATCH_AXIS",
@@ -41,8 +43,8 @@ __all__ = [
     "stack_models",
     "unstack_model",
     "vary",
+    "resolve_where",
     "shard_batch",
-    "simulate_batch",
     "simulate_sharded",
 ]
 
@@ -112,7 +114,9 @@ def _static_equal(a, b) -> bool:
     return True
 
 
-def _resolve_where(where) -> Callable[[Any], Any]:
+def resolve_where(where) -> Callable[[Any], Any]:
+    """A model -> leaf (or tuple of leaves) getter from a callable or a dotted attribute path such
+    as ``"mass"`` or ``"forces.0.stiffness"`` (shared by :func:`vary` and identification)."""
     if callable(where):
         return where
     if isinstance(where, str):
@@ -145,7 +149,7 @@ def vary(model: Model, where, values, *, broadcast: bool = True) -> Model:
     Returns:
         The batched model (same structure, leading axis B).
     """
-    get = _resolve_where(where)
+    get = resolve_where(where)
     target = get(model)
     several = isinstance(target, tuple)
     targets = target if several else (target,)
@@ -289,27 +293,6 @@ def _pad(x, pad: int):
 
 # ----------------------------------------------------------------------------------------------
 # batched simulation
-
-
-def simulate_batch(model: Model, q0, qd0, t1, ts=None, *, batched_model: bool = False, **options):
-    """Integrate B systems in one compiled call (``vmap`` of the solve over states and models).
-
-    A thin front to :func:`jaxmb.simulate.simulate_batch` that takes a batched model from
-    :func:`vary` / :func:`stack_models` directly.
-
-    Args:
-        model: one model, or (``batched_model=True``) a batched model.
-        q0, qd0: (B, nq) initial coordinates and velocities (rad or m; per second).
-        t1: final time (s). ts: (nt,) output times, shared by the batch. Both are traced.
-        **options: as for :func:`jaxmb.simulate.simulate` (solver, rtol, atol, dt0, max_steps, tau).
-
-    Returns:
-        A ``Trajectory`` whose arrays carry a leading batch axis: ``q`` (B, nt, nq), ...
-    """
-    from .driver import simulate_batch as _simulate_batch
-
-    axes = eqx.if_array(0) if batched_model else None
-    return _simulate_batch(model, q0, qd0, t1, ts, model_axes=axes, **options)
 
 
 def simulate_sharded(

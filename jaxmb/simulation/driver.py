@@ -9,6 +9,10 @@ into it, so a second model with the same structure (same topology, parameter sha
 elements) reuses the compiled code; :func:`simulate_batch` vmaps over initial states and,
 optionally, over models.
 
+This is the one integrator driver: :func:`erk_solve` (a flat state, end point only) and
+:func:`batched_rk4` (fixed-step RK4 of a batch-last state) are calls into ``diffeqsolve`` with the
+matching solver and step-size controller, not loops of their own.
+
 Failures are reported, not hidden: a solve that stops early raises :class:`SimulationError` naming
 the cause (maximum steps reached, step-size collapse below ``dtmin``, a non-finite right-hand side —
 singular mass matrix or joint map that failed to converge — with the time and state where it
@@ -18,7 +22,7 @@ happened), or, with ``throw=False``, returns a :class:`Trajectory` whose ``resul
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import diffrax as dfx
 import equinox as eqx
@@ -28,7 +32,7 @@ import numpy as np
 import optimistix as optx
 from jaxtyping import Array, Float
 
-from ..dynamics.terms import _forward_dynamics
+from ..dynamics import batched_forward_dynamics, try_forward_dynamics
 from ..model import Model
 
 __all__ = [
@@ -40,6 +44,8 @@ __all__ = [
     "ode_rhs",
     "ERKResult",
     "erk_solve",
+    "ClassicalRK4",
+    "batched_rk4",
 ]
 
 SOLVERS = ("tsit5", "dopri5", "dopri8", "kvaerno5", "kencarp4")
@@ -83,7 +89,7 @@ def ode_rhs(model: Model, tau=None) -> Callable:
 
     def rhs(t, y, args):
         q, qd = y
-        qdd, _ = _forward_dynamics(model, q, qd, tau, t)
+        qdd, _ = try_forward_dynamics(model, q, qd, tau, t)
         return qd, qdd
 
     return rhs
@@ -179,12 +185,12 @@ def _prepare(model, q0, qd0, t0, t1, ts, dt0, rtol, atol, dtmin, solver, batch_d
 def _probe_states(model, tau, t, q, qd):
     """Joint map and right-hand side at the stop state and at Euler predictions a little ahead."""
     h = jnp.concatenate([jnp.zeros(1), jnp.logspace(-14, -1, 27)]) * jnp.maximum(1.0, jnp.abs(t))
-    qdd0, _ = _forward_dynamics(model, q, qd, tau, t)
+    qdd0, _ = try_forward_dynamics(model, q, qd, tau, t)
 
     def at(hk):
         qk, qdk = q + hk * qd, qd + hk * jnp.where(jnp.isfinite(qdd0), qdd0, 0.0)
         f_ok = jnp.all(jnp.isfinite(model.joint_map(qk)))
-        _, rhs_ok = _forward_dynamics(model, qk, qdk, tau, t + hk)
+        _, rhs_ok = try_forward_dynamics(model, qk, qdk, tau, t + hk)
         return qk, f_ok, rhs_ok
 
     return jax.vmap(at)(h)
@@ -351,6 +357,7 @@ def simulate_batch(
     t1: float,
     ts: Float[Array, " nt"] | None = None,
     *,
+    batched_model: bool = False,
     model_axes=None,
     t0: float = 0.0,
     solver: str = "tsit5",
@@ -366,6 +373,9 @@ def simulate_batch(
 
     Args:
         q0s, qd0s: (batch, nq) initial states.
+        batched_model: ``model`` is a batched model from :func:`jaxmb.simulation.vary` or
+            :func:`jaxmb.simulation.stack_models` (every array leaf with a leading batch axis);
+            the same as ``model_axes=eqx.if_array(0)``.
         model_axes: ``None`` (one model for the whole batch) or an ``in_axes`` prefix for
             ``equinox.filter_vmap`` over the model: ``eqx.if_array(0)`` when every array leaf
             carries a leading batch axis (models stacked with ``jax.tree_util.tree_map``), or a
@@ -376,6 +386,10 @@ def simulate_batch(
         :class:`Trajectory` whose fields carry a leading batch axis. With ``throw=True`` a
         :class:`SimulationError` names the first failing batch members and why they failed.
     """
+    if batched_model:
+        if model_axes is not None:
+            raise ValueError("simulate_batch: give batched_model=True or model_axes, not both")
+        model_axes = eqx.if_array(0)
     args = _prepare(model, q0s, qd0s, t0, t1, ts, dt0, rtol, atol, dtmin, solver, batch_dims=1)
     q0s, qd0s, t0, t1, ts, dt0, rtol, atol, dtmin = args
     if q0s.shape[0] != qd0s.shape[0]:
@@ -444,23 +458,9 @@ class ERKResult(NamedTuple):
     ok: Array
 
 
-def _tableau(method: str):
-    """Static (a (s, s), b (s,), e (s,), c (s,), order, fsal) from diffrax's Butcher tableaus."""
-    classes = {"tsit5": dfx.Tsit5, "dopri5": dfx.Dopri5, "dopri8": dfx.Dopri8}
-    if method not in classes:
-        raise ValueError(f"erk_solve: unknown method {method!r}; choose one of {tuple(classes)}")
-    tab = classes[method].tableau
-    s = len(tab.b_sol)
-    a = np.zeros((s, s))
-    for i, row in enumerate(tab.a_lower):
-        a[i + 1, : len(row)] = row
-    c = np.concatenate([[0.0], np.asarray(tab.c)])
-    b, e = np.asarray(tab.b_sol, float), np.asarray(tab.b_error, float)
-    fsal = bool(c[-1] == 1.0 and b[-1] == 0.0 and np.allclose(a[-1, :-1], b[:-1], rtol=0, atol=0))
-    return a, b, e, c, classes[method]().order(None), fsal
+_EXPLICIT = {"tsit5": dfx.Tsit5, "dopri5": dfx.Dopri5, "dopri8": dfx.Dopri8}
 
 
-@eqx.filter_jit
 def erk_solve(
     rhs: Callable,
     y0: Float[Array, " n"],
@@ -476,100 +476,110 @@ def erk_solve(
     factormax: float = 10.0,
     unroll: bool = True,
 ) -> ERKResult:
-    """Adaptive embedded Runge–Kutta for a small flat state ``ẏ = rhs(t, y)``, end state only.
+    """Adaptive embedded Runge–Kutta for a flat state ``ẏ = rhs(t, y)``, end state only.
 
-    The same Butcher tableaus as diffrax's ``Tsit5`` / ``Dopri5`` / ``Dopri8`` and the same kind of
-    control (RMS norm of ``err / (atol + rtol max(|y|, |y_new|))``, integral controller with
-    exponent 1/order, safety, factor clip, Hairer's initial step), in one ``lax.while_loop`` over
-    flat arrays: no saving, events, progress meter or pytree bookkeeping. On XLA:CPU every fused
-    kernel costs a fixed dispatch overhead, so for right-hand sides of a microsecond or two
-    diffrax's per-step machinery (≈ 10 µs) would dominate; this loop costs about one RHS per step.
-    Forward-mode and vmap work; it is not meant for reverse-mode differentiation (use
-    :func:`simulate`).
+    ``diffeqsolve`` with diffrax's ``Tsit5`` / ``Dopri5`` / ``Dopri8``, an integral controller
+    (exponent 1/order, ``safety``, factor clip ``[factormin, factormax]``) and
+    ``diffrax.ForwardMode``, whose plain while loop is the cheapest for small right-hand sides:
+    forward-mode and vmap work; for reverse-mode use :func:`simulate`.
 
     Args:
         rhs: ``(t, y) -> ẏ``, y of shape (n,). y0: (n,) initial state. t0 < t1: times (s).
         method: ``"tsit5"``, ``"dopri5"`` or ``"dopri8"``. rtol, atol: tolerances.
         max_steps: step budget; ``ok`` is False if it runs out or the state turns non-finite.
-        unroll: unroll the stages (fastest; the RHS is compiled once per stage) or loop over them
-            with ``lax.fori_loop`` (the RHS compiled once: for large right-hand sides).
+        unroll: accepted for compatibility; diffrax evaluates the stages.
 
     Returns:
         :class:`ERKResult` (y1 (n,), t reached, num_steps, num_accepted_steps, ok).
     """
-    a, b, e, c, order, fsal = _tableau(method)
-    y0 = jnp.asarray(y0, dtype=float)
+    del unroll
+    if method not in _EXPLICIT:
+        raise ValueError(f"erk_solve: unknown method {method!r}; choose one of {tuple(_EXPLICIT)}")
+    return _erk_solve(
+        rhs, jnp.asarray(y0, dtype=float), t0, t1, rtol, atol, safety, factormin, factormax,
+        method=method, max_steps=int(max_steps),
+    )  # fmt: skip
+
+
+@eqx.filter_jit
+def _erk_solve(rhs, y0, t0, t1, rtol, atol, safety, factormin, factormax, *, method, max_steps):
     dtype = y0.dtype
-    t0, t1 = jnp.asarray(t0, dtype), jnp.asarray(t1, dtype)
-    s = len(b)
-
-    def comb(w, K):
-        # Σ_j w_j K_j over the stages as one fused broadcast-sum (no CPU dot kernel)
-        nz = [j for j in range(len(w)) if w[j] != 0.0]
-        if not nz:
-            return jnp.zeros_like(y0)
-        W = jnp.asarray(np.asarray(w)[nz], dtype)
-        return jnp.sum(W[:, None] * jnp.stack([K[j] for j in nz]), axis=0)
-
-    def scale(y, y_new):
-        return atol + rtol * jnp.maximum(jnp.abs(y), jnp.abs(y_new))
-
-    def rms(x):
-        return jnp.sqrt(jnp.mean(x * x))
-
-    k0 = rhs(t0, y0)
-    # Hairer, Nørsett & Wanner, Solving ODEs I, §II.4: initial step from two RHS evaluations
-    d0, d1 = rms(y0 / scale(y0, y0)), rms(k0 / scale(y0, y0))
-    h0 = jnp.where((d0 < 1e-5) | (d1 < 1e-5), 1e-6, 0.01 * d0 / d1)
-    h0 = jnp.minimum(h0, t1 - t0)
-    k1 = rhs(t0 + h0, y0 + h0 * k0)
-    d2 = rms((k1 - k0) / scale(y0, y0)) / h0
-    h1 = jnp.where(
-        jnp.maximum(d1, d2) <= 1e-15,
-        jnp.maximum(1e-6, h0 * 1e-3),
-        (0.01 / jnp.maximum(d1, d2)) ** (1.0 / order),
+    controller = dfx.PIDController(
+        rtol=rtol, atol=atol, pcoeff=0.0, icoeff=1.0, safety=safety, factormin=factormin,
+        factormax=factormax,
+    )  # fmt: skip
+    sol = dfx.diffeqsolve(
+        dfx.ODETerm(lambda t, y, args: rhs(t, y)),
+        _EXPLICIT[method](),
+        jnp.asarray(t0, dtype),
+        jnp.asarray(t1, dtype),
+        None,
+        y0,
+        stepsize_controller=controller,
+        saveat=dfx.SaveAt(t1=True),
+        max_steps=max_steps,
+        adjoint=dfx.ForwardMode(),
+        throw=False,
     )
-    h_init = jnp.minimum(jnp.minimum(100.0 * h0, h1), t1 - t0)
+    ok = (sol.result == dfx.RESULTS.successful) & jnp.all(jnp.isfinite(sol.ys[-1]))
+    return ERKResult(
+        y1=sol.ys[-1],
+        t=sol.ts[-1],
+        num_steps=sol.stats["num_steps"],
+        num_accepted_steps=sol.stats["num_accepted_steps"],
+        ok=ok,
+    )
 
-    def cond(carry):
-        t, _, _, _, n, _, ok = carry
-        return (t < t1) & (n < max_steps) & ok
 
-    def body(carry):
-        t, y, k_first, h, n, n_acc, ok = carry
-        h = jnp.minimum(h, t1 - t)
-        if unroll:
-            K = [k_first]
-            for i in range(1, s):
-                K.append(rhs(t + c[i] * h, y + h * comb(a[i, :i], K)))
-            y_new = y + h * comb(b, K)
-            err = rms(h * comb(e, K) / scale(y, y_new))
-            k_last = K[-1]
-        else:
-            A, Cs = jnp.asarray(a, dtype), jnp.asarray(c, dtype)
+class ClassicalRK4(dfx.AbstractERK):
+    """The classical fourth-order Runge–Kutta method (Kutta 1901) as a diffrax solver, for fixed
+    steps (no embedded error estimate: use it with ``ConstantStepSize`` or ``StepTo``)."""
 
-            def stage(i, K):
-                yi = y + h * jnp.sum(A[i][:, None] * K, axis=0)
-                return K.at[i].set(rhs(t + Cs[i] * h, yi))
+    tableau: ClassVar[dfx.ButcherTableau] = dfx.ButcherTableau(
+        a_lower=(np.array([0.5]), np.array([0.0, 0.5]), np.array([0.0, 0.0, 1.0])),
+        b_sol=np.array([1.0, 2.0, 2.0, 1.0]) / 6.0,
+        b_error=np.zeros(4),
+        c=np.array([0.5, 0.5, 1.0]),
+    )
+    interpolation_cls: ClassVar[Callable] = dfx.ThirdOrderHermitePolynomialInterpolation.from_k
 
-            K0 = jnp.zeros((s,) + y.shape, dtype).at[0].set(k_first)
-            K = jax.lax.fori_loop(1, s, stage, K0)
-            y_new = y + h * jnp.sum(jnp.asarray(b, dtype)[:, None] * K, axis=0)
-            err = rms(h * jnp.sum(jnp.asarray(e, dtype)[:, None] * K, axis=0) / scale(y, y_new))
-            k_last = K[-1]
-        accept = err <= 1.0
-        finite = jnp.all(jnp.isfinite(y_new)) & jnp.isfinite(err)
-        factor = safety * jnp.where(err > 0.0, err, 1e-10) ** (-1.0 / order)
-        factor = jnp.clip(factor, factormin, jnp.where(accept, factormax, 1.0))
-        t_new = jnp.where(accept, jnp.where(h >= t1 - t, t1, t + h), t)
-        y_out = jnp.where(accept, y_new, y)
-        if fsal:
-            k_next = jnp.where(accept, k_last, k_first)
-        else:
-            k_next = jax.lax.cond(accept, lambda: rhs(t_new, y_new), lambda: k_first)
-        return (t_new, y_out, k_next, h * factor, n + 1, n_acc + accept, finite)
+    def order(self, terms):
+        del terms
+        return 4
 
-    zero = jnp.zeros((), jnp.int32)
-    init = (t0, y0, k0, h_init, zero, zero, jnp.all(jnp.isfinite(k0)))
-    t, y, _, _, n, n_acc, ok = jax.lax.while_loop(cond, body, init)
-    return ERKResult(y1=y, t=t, num_steps=n, num_accepted_steps=n_acc, ok=ok & (t >= t1))
+
+def batched_rk4(
+    model: Model,
+    q0: Float[Array, "nq B"],
+    qd0: Float[Array, "nq B"],
+    dt,
+    num_steps: int,
+    identity_map: bool | None = None,
+):
+    """``num_steps`` classical RK4 steps of size dt (s) of the batch-last state (q, q̇), each
+    (nq, B), with q̈ from :func:`jaxmb.dynamics.batched_forward_dynamics`; returns (q, q̇).
+
+    Time starts at 0; steps end exactly at ``k dt`` (``diffrax.StepTo``), so time-dependent force
+    elements see ``t = k dt`` (+ dt/2 at the midpoints).
+    """
+    if num_steps == 0:
+        return q0, qd0
+
+    def rhs(t, y, args):
+        q, qd = y
+        return qd, batched_forward_dynamics(model, q, qd, None, t, identity_map)
+
+    ts = jnp.arange(num_steps + 1, dtype=q0.dtype) * dt
+    sol = dfx.diffeqsolve(
+        dfx.ODETerm(rhs),
+        ClassicalRK4(),
+        ts[0],
+        ts[-1],
+        None,
+        (q0, qd0),
+        stepsize_controller=dfx.StepTo(ts),
+        saveat=dfx.SaveAt(t1=True),
+        max_steps=int(num_steps),
+    )
+    q, qd = sol.ys
+    return q[-1], qd[-1]

@@ -32,8 +32,17 @@ import optax
 from jaxtyping import Array, Float
 
 from ..model import Model, ModelError
+from .batch import resolve_where
+from .driver import ode_rhs
 
-__all__ = ["Observations", "IdentificationResult", "identify", "predict"]
+__all__ = [
+    "Observations",
+    "IdentificationResult",
+    "identify",
+    "predict",
+    "BoundTransform",
+    "bound_transform",
+]
 
 
 class Observations(eqx.Module):
@@ -86,7 +95,9 @@ def _softplus_inv(y):
     return y + jnp.log(-jnp.expm1(-y))
 
 
-class _Transform(eqx.Module):
+class BoundTransform(eqx.Module):
+    """A parameter bijection ``p = forward(u)`` (``kind``: "both", "lower", "upper" or "none")."""
+
     lo: Any
     hi: Any
     scale: Any
@@ -112,7 +123,10 @@ class _Transform(eqx.Module):
         return p / self.scale
 
 
-def _make_transform(p0, bound, k: int) -> _Transform:
+def bound_transform(p0, bound, k: int) -> BoundTransform:
+    """The bijection for parameter k with initial value p0 and ``bound = (lo, hi)`` (either may be
+    None, or the whole bound): sigmoid between two bounds, softplus against one, a scaling without;
+    scaled so that p0 maps to an unconstrained value of order one."""
     p0 = jnp.asarray(p0, dtype=float)
     lo, hi = (None, None) if bound is None else bound
     lo = None if lo is None else jnp.broadcast_to(jnp.asarray(lo, float), p0.shape)
@@ -125,23 +139,23 @@ def _make_transform(p0, bound, k: int) -> _Transform:
                 f"identify: initial value of parameter {k} = {np.asarray(p0).tolist()} is not "
                 f"strictly inside its bounds ({np.asarray(lo).tolist()}, {np.asarray(hi).tolist()})"
             )
-        return _Transform(lo, hi, jnp.ones_like(p0), "both")
+        return BoundTransform(lo, hi, jnp.ones_like(p0), "both")
     if lo is not None:
         if np.any(np.asarray(p0) <= np.asarray(lo)):
             raise ModelError(
                 f"identify: initial value of parameter {k} = {np.asarray(p0).tolist()} is not "
                 f"above its lower bound {np.asarray(lo).tolist()}"
             )
-        return _Transform(lo, jnp.zeros_like(p0), p0 - lo, "lower")
+        return BoundTransform(lo, jnp.zeros_like(p0), p0 - lo, "lower")
     if hi is not None:
         if np.any(np.asarray(p0) >= np.asarray(hi)):
             raise ModelError(
                 f"identify: initial value of parameter {k} = {np.asarray(p0).tolist()} is not "
                 f"below its upper bound {np.asarray(hi).tolist()}"
             )
-        return _Transform(jnp.zeros_like(p0), hi, hi - p0, "upper")
+        return BoundTransform(jnp.zeros_like(p0), hi, hi - p0, "upper")
     scale = jnp.where(jnp.abs(p0) > 0, jnp.abs(p0), 1.0)
-    return _Transform(jnp.zeros_like(p0), jnp.zeros_like(p0), scale, "none")
+    return BoundTransform(jnp.zeros_like(p0), jnp.zeros_like(p0), scale, "none")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -170,8 +184,6 @@ def predict(
         (nt, nq) coordinates. Solver failure (step budget, non-finite right-hand side) raises
         through ``equinox.error_if``.
     """
-    from .driver import ode_rhs
-
     sol = dfx.diffeqsolve(
         dfx.ODETerm(ode_rhs(model)),
         dfx.Tsit5() if solver is None else solver,
@@ -196,12 +208,6 @@ def predict(
 
 # ------------------------------------------------------------------------------------------------
 # identification
-
-
-def _resolve_where(where) -> Callable:
-    from .batch import _resolve_where as rw
-
-    return rw(where)
 
 
 def _as_tuple(x, several: bool):
@@ -266,7 +272,7 @@ def identify(
         ModelError: for bounds or priors that do not match the selection, or an initial value
             outside its bounds (naming the parameter).
     """
-    get = _resolve_where(params_where)
+    get = resolve_where(params_where)
     sel = get(model)
     several = isinstance(sel, tuple)
     full0 = tuple(jnp.asarray(p, dtype=float) for p in _as_tuple(sel, several))
@@ -313,7 +319,7 @@ def identify(
             f"for observed coordinates {observed}"
         )
     transforms = tuple(
-        _make_transform(p, b, k) for k, (p, b) in enumerate(zip(p0, bounds, strict=True))
+        bound_transform(p, b, k) for k, (p, b) in enumerate(zip(p0, bounds, strict=True))
     )
     priors = tuple(
         None if pr is None else (jnp.asarray(pr[0], float), jnp.asarray(pr[1], float))

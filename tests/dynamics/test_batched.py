@@ -1,4 +1,5 @@
-"""jaxmb.batched (batch-last CRBA/RNEA) against the tree path, autodiff and Pinocchio.
+"""The batched entry points of the tree algorithm (batch-last CRBA/RNEA) against the per-state
+functions, autodiff and Pinocchio.
 
 Every model here is one structure compiled once per test (module-scoped data, fixed seeds), so the
 file stays well under 20 s on one core.
@@ -16,7 +17,6 @@ from strategies import random_bodies, random_coupling
 import jaxmb as mb
 from jaxmb.dynamics import (
     batched_forward_dynamics,
-    batched_rk4,
     batched_terms,
     bias_forces,
     equations_of_motion_bm,
@@ -26,6 +26,7 @@ from jaxmb.dynamics import (
 )
 from jaxmb.model import ModelError
 from jaxmb.models.chain import chain
+from jaxmb.simulation import batched_rk4
 
 B = 6
 

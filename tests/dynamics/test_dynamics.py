@@ -292,14 +292,15 @@ def test_methods_jit_under_float64(method):
     assert_rel(f(model, q, qd), dy.bias_forces(model, q, qd, method="lagrangian"))
 
 
-def test_deep_tree_pointer_jumping_poses():
-    """Poses by pointer jumping equal Eq. 40 composed body by body (an independent loop)."""
+def test_deep_tree_poses_match_body_by_body():
+    """The pose pass (a lax.scan beyond 16 bodies) equals Eq. 40 composed body by body (an
+    independent loop)."""
     rng = np.random.default_rng(5)
     model = mb.build_model(random_bodies(rng, 37, chain=False))
     q = jnp.asarray(rng.normal(size=37))
     np.testing.assert_allclose(
-        dy._world_poses(model, model.joint_map(q)),
-        dy._referee_poses(model, q),
+        mb.body_transforms(model, q),
+        dy.referee_poses(model, q),
         rtol=0,
         atol=1e-13,
     )
