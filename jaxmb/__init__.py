@@ -77,7 +77,7 @@ from .simulation import (  # noqa: E402
 __version__ = "0.1.0"
 
 # Subpackages loaded on first use, to keep `import jaxmb` light.
-_SUBPACKAGES = {"forces", "muscles", "dynamics", "simulation", "analyses", "io", "cli"}
+_SUBPACKAGES = {"forces", "muscles", "dynamics", "simulation", "analyses", "io", "plots", "cli"}
 
 # Public names whose modules are imported on first use.
 _LAZY_NAMES = {

@@ -37,6 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from ..forces import CoordinateForce, PointToPointSpring
 from ..joint_maps import AbstractJointMap
 from ..model import Body, Model, build_model
 
@@ -265,8 +266,6 @@ def andrews_squeezer(*, forces: bool = True) -> Model:
     }
     force_elements = ()
     if forces:
-        from ..forces import CoordinateForce, PointToPointSpring
-
         force_elements = (
             PointToPointSpring(
                 2, jnp.asarray(z(p["sd"], -p["sc"])), -1, jnp.asarray(z(p["xc"], p["yc"])),
