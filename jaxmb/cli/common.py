@@ -12,8 +12,8 @@ import numpy as np
 from .. import models
 from ..io.model_file import ModelFileError, load_model
 from ..models import andrews as an
-from ..models import five_bar as fb
-from ..models import four_bar as fo
+from ..models.five_bar import Q_REF as FIVE_BAR_Q_REF
+from ..models.four_bar import Q_REF as FOUR_BAR_Q_REF
 
 __all__ = [
     "ALIASES",
@@ -92,7 +92,8 @@ def default_run(name: str, model):
     nq = model.nq
     q0 = np.zeros(nq)
     if name in ("four_bar", "five_bar"):  # q = 0 is outside (four_bar) or far from the assembly
-        q0 = np.atleast_1d(np.asarray((fo if name == "four_bar" else fb).Q_REF, dtype=float))
+        q_ref = FOUR_BAR_Q_REF if name == "four_bar" else FIVE_BAR_Q_REF
+        q0 = np.atleast_1d(np.asarray(q_ref, dtype=float))
     return q0, np.zeros(nq), 1.0, "tsit5", 1e-8, 1e-8, None
 
 
