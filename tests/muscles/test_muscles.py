@@ -108,7 +108,9 @@ def test_gamma_beta_match_closed_form_kinematics():
     Rm = kin.A[:, :3, :3]
     g_ref = jnp.einsum("iba,ibl->ila", Rm, kin.dA[:, :3, 3, :])
     assert _rel_err(gamma, g_ref) < 1e-13
-    w = jnp.stack([kin.Z[:, 2, 1], kin.Z[:, 0, 2], kin.Z[:, 1, 0]], axis=1)  # (nb, 3, nq) ground
+    # angular Jacobian in ground from the closed-form dA (Eq. 75): the axial vector of ∂R/∂q_l Rᵀ
+    Z = jnp.einsum("iabl,icb->iacl", kin.dA[:, :3, :3, :], Rm)
+    w = jnp.stack([Z[:, 2, 1], Z[:, 0, 2], Z[:, 1, 0]], axis=1)  # (nb, 3, nq) ground
     w_body = jnp.einsum("iba,ibl->ial", Rm, w)
     rev = jnp.asarray(model.is_revolute, float)
     w_beta = jnp.einsum("ija,j,jl->ial", beta, rev, kin.J)
