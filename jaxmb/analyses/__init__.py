@@ -28,6 +28,18 @@ from .gait import (
     winter_inputs,
     winter_reference,
 )
+from .signals import (
+    CoordinateOperators,
+    coordinate_operators,
+    find_index,
+    iir_coefficients,
+    lowpass_iir,
+    lowpass_iir_matrix,
+    natural_spline_matrix,
+    opensim_pad,
+    resample_times,
+)
+from .trial import GROUND, ExternalLoad, Frame, external_generalized_forces, trial_inverse_dynamics
 from .newton_euler import (
     GRAVITY_Y_UP,
     ChainMotion,

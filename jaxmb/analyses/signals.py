@@ -1,0 +1,300 @@
+"""OpenSim's coordinate processing, reproduced: padding, the IIR low-pass filter, resampling and the
+GCV splines its tools differentiate, as linear operators on the data.
+
+OpenSim's InverseDynamicsTool (and the AnalyzeTool behind StaticOptimization) prepares coordinates
+like this (``OpenSim/Tools/InverseDynamicsTool.cpp``, ``OpenSim/Common/Storage.cpp``,
+``Signal.cpp``, ``GCVSpline.cpp``, ``gcvspl.c`` of opensim-core 4.6):
+
+1. ``Storage::pad(size/2)``: each column (time included) is extended at both ends by its odd
+   reflection about the end sample (``Signal::Pad``: ``2 x₀ − x_j``).
+2. ``Storage::lowpassIIR(fc)``: if the time step is not uniform to machine epsilon
+   (``avgDt − dtmin > SimTK::Eps``, which holds for any file whose times were rounded when written),
+   the padded data are first resampled at ``dtmin`` with a degree-5 GCV spline, at times
+   ``t₀, t₀+dt, t₀+dt+dt, ...`` accumulated in floating point while ``t ≤ t_last``
+   (``GCVSplineSet::constructStorage``); then ``Signal::LowpassIIR``: a third-order Butterworth
+   filter from the bilinear transform with pre-warping, run forwards and backwards, its first four
+   outputs set to the inputs.
+3. ``GCVSplineSet(5, storage)``: per column a GCV spline with error variance 0, which ``gcvspl``
+   computes with smoothing parameter 0 — the natural interpolating spline of degree 2m−1 = 5
+   (m = 3: derivatives 3 and 4 vanish at both ends). Its values and first and second derivatives at
+   the storage's times in the tool's time range are q, q̇, q̈.
+4. ExternalForce data are splined the same way with degree 3 (natural cubic interpolation).
+
+Every step is linear in the data, so each is built here (NumPy, from the times alone) as a matrix;
+:func:`coordinate_operators` composes them into ``(t, W0, W1, W2)`` with ``q = W0 @ data`` etc.,
+so the data-dependent part is a matrix product that jit/vmap/grad see through.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+__all__ = [
+    "EPS",
+    "opensim_pad",
+    "iir_coefficients",
+    "lowpass_iir",
+    "lowpass_iir_matrix",
+    "natural_spline_matrix",
+    "resample_times",
+    "find_index",
+    "CoordinateOperators",
+    "coordinate_operators",
+]
+
+EPS = float(np.finfo(float).eps)  # SimTK::Eps
+
+
+def opensim_pad(x: np.ndarray, pad: int) -> np.ndarray:
+    """``Signal::Pad`` along axis 0: odd reflection of ``pad`` samples about each end sample.
+
+    A pad not smaller than the length is applied in rounds, as OpenSim does.
+    """
+    x = np.asarray(x, dtype=float)
+    if pad <= 0:
+        return x
+    n = x.shape[0]
+    if pad >= n:
+        new = n + 2 * pad
+        p = n - 1
+        while x.shape[0] < new:
+            x = opensim_pad(x, p)
+            p = (new - x.shape[0]) // 2
+            if p >= x.shape[0]:
+                p = x.shape[0] - 1
+        return x
+    head = 2.0 * x[0] - x[pad:0:-1]
+    tail = 2.0 * x[-1] - x[::-1][1 : pad + 1]
+    return np.concatenate([head, x, tail], axis=0)
+
+
+def iir_coefficients(dt: float, cutoff: float) -> tuple[np.ndarray, np.ndarray, float]:
+    """``(a, b, fc)`` of ``Signal::LowpassIIR``: numerator ``a`` (4,), denominator ``b`` (4,) with
+    ``b[0] = 1`` (scipy's ``butter(3, fc, fs=1/dt)`` gives the same), and the cutoff used (OpenSim
+    lowers it to 0.49·fs when it is not below half the sampling frequency)."""
+    fs = 1.0 / dt
+    fc = cutoff if cutoff < 0.5 * fs else 0.49 * fs
+    wc = 2.0 * math.pi * fc
+    wa = math.tan(wc * dt / 2.0)
+    wa2, wa3 = wa * wa, wa * wa * wa
+    denom = (wa + 1.0) * (wa * wa + wa + 1.0)
+    a = np.array([wa3, 3 * wa3, 3 * wa3, wa3]) / denom
+    b = np.array(
+        [
+            1.0,
+            (3 * wa3 + 2 * wa2 - 2 * wa - 3) / denom,
+            (3 * wa3 - 2 * wa2 - 2 * wa + 3) / denom,
+            (wa - 1) * (wa2 - wa + 1) / denom,
+        ]
+    )
+    return a, b, fc
+
+
+def _pass(a, b, sig):
+    out = np.array(sig, dtype=float, copy=True)
+    n = sig.shape[0]
+    for i in range(3, n):
+        out[i] = (
+            a[0] * sig[i]
+            + a[1] * sig[i - 1]
+            + a[2] * sig[i - 2]
+            + a[3] * sig[i - 3]
+            - b[1] * out[i - 1]
+            - b[2] * out[i - 2]
+            - b[3] * out[i - 3]
+        )
+    return out
+
+
+def lowpass_iir(dt: float, cutoff: float, x: np.ndarray) -> np.ndarray:
+    """``Signal::LowpassIIR`` along axis 0 (columns filtered independently): forward pass, reverse,
+    second pass, reverse; the first four samples of each pass are copied from its input."""
+    x = np.asarray(x, dtype=float)
+    if x.shape[0] < 4:
+        raise ValueError(f"lowpass_iir: too few samples to filter ({x.shape[0]} < 4)")
+    a, b, _ = iir_coefficients(dt, cutoff)
+    y = _pass(a, b, x)[::-1]
+    return _pass(a, b, y)[::-1]
+
+
+def lowpass_iir_matrix(n: int, dt: float, cutoff: float) -> np.ndarray:
+    """The (n, n) matrix of :func:`lowpass_iir` on n samples."""
+    return lowpass_iir(dt, cutoff, np.eye(n))
+
+
+def _row(u: float, d: int, K: int) -> np.ndarray:
+    """d-th derivative in u of the monomials u^0 … u^(K-1) at u."""
+    r = np.zeros(K)
+    for k in range(d, K):
+        r[k] = math.factorial(k) / math.factorial(k - d) * u ** (k - d)
+    return r
+
+
+def natural_spline_matrix(
+    x: np.ndarray, x_eval: np.ndarray, degree: int = 5, derivative: int | tuple[int, ...] = 0
+) -> np.ndarray:
+    """(len(x_eval), len(x)) matrix of the natural interpolating spline of odd ``degree`` = 2m−1
+    through knots ``x``, or its ``derivative``, at ``x_eval``: OpenSim's ``GCVSpline`` with error
+    variance 0 (``gcvspl`` with smoothing parameter 0), interpolating, derivatives m … 2m−2 zero at
+    both ends. Points outside ``[x₀, x_{n−1}]`` use the end pieces' polynomials. A tuple of
+    derivative orders gives a (len(derivative), len(x_eval), len(x)) stack.
+
+    Each piece is the degree-(2m−1) Hermite interpolant of the values and derivatives 1 … m−1 at
+    its two knots; continuity of derivatives m … 2m−2 at the interior knots and the natural end
+    conditions give a block-tridiagonal system in the knot derivatives ((m−1)×(m−1) blocks),
+    solved by block elimination for every datum at once.
+    """
+    x = np.asarray(x, dtype=float)
+    x_eval = np.atleast_1d(np.asarray(x_eval, dtype=float))
+    if degree % 2 != 1 or degree < 3:
+        raise ValueError(f"natural_spline_matrix: degree must be odd and ≥ 3, got {degree}")
+    n = x.shape[0]
+    m = (degree + 1) // 2
+    if n < 2 * m:
+        raise ValueError(
+            f"natural_spline_matrix: a degree-{degree} spline needs {2 * m} or more points, got {n}"
+        )
+    h = np.diff(x)
+    if np.any(h <= 0):
+        raise ValueError("natural_spline_matrix: knots must increase strictly")
+    K, r = 2 * m, m - 1  # coefficients per piece; unknown derivatives per knot
+    # local vector v = [y_a, h z_a1, …, h^r z_ar, y_b, h z_b1, …]: u-derivatives at u = 0 and 1
+    E = np.array([_row(0.0, d, K) for d in range(m)] + [_row(1.0, d, K) for d in range(m)])
+    Einv = np.linalg.inv(E)  # coefficients = Einv @ v
+    hs = float(np.mean(h))  # unknowns scaled: w_j = hs^j z_j
+
+    # t-derivative k at u of a piece: row(u,k) @ Einv @ v / h^k; v in terms of (y, w):
+    # v[j] = (h/hs)^j w_j for j ≥ 1 (and y for j = 0)
+    def piece(u, k, hi):
+        c = _row(u, k, K) @ Einv / hi**k  # (K,)
+        sa = np.array([(hi / hs) ** j for j in range(m)])
+        return c[:m] * sa, c[m:] * sa  # coefficients on [y_a, w_a], [y_b, w_b]
+
+    # block rows: knot i, equations k = m..2m-2 (r of them), scaled by hs^k
+    Lo = np.zeros((n, r, r))
+    Di = np.zeros((n, r, r))
+    Up = np.zeros((n, r, r))
+    Gy = np.zeros((n, r, 3))  # coefficients on y_{i-1}, y_i, y_{i+1} (moved to the right side)
+    for i in range(n):
+        for e, k in enumerate(range(m, 2 * m - 1)):
+            if i > 0:  # left piece i-1 at u = 1 (minus the right piece when interior)
+                a, b = piece(1.0, k, h[i - 1])
+                Lo[i, e] += a[1:] * hs**k
+                Di[i, e] += b[1:] * hs**k
+                Gy[i, e, 0] -= a[0] * hs**k
+                Gy[i, e, 1] -= b[0] * hs**k
+            if i < n - 1:
+                a, b = piece(0.0, k, h[i])
+                sgn = -1.0 if i > 0 else 1.0
+                Di[i, e] += sgn * a[1:] * hs**k
+                Up[i, e] += sgn * b[1:] * hs**k
+                Gy[i, e, 1] -= sgn * a[0] * hs**k
+                Gy[i, e, 2] -= sgn * b[0] * hs**k
+    # right-hand sides for every datum: (n, r, n)
+    R = np.zeros((n, r, n))
+    for i in range(n):
+        for c, jj in enumerate((i - 1, i, i + 1)):
+            if 0 <= jj < n:
+                R[i, :, jj] += Gy[i, :, c]
+    # block Thomas
+    Dp = Di.copy()
+    Rp = R.copy()
+    for i in range(1, n):
+        f = Lo[i] @ np.linalg.inv(Dp[i - 1])
+        Dp[i] = Dp[i] - f @ Up[i - 1]
+        Rp[i] = Rp[i] - f @ Rp[i - 1]
+    W = np.zeros((n, r, n))
+    W[n - 1] = np.linalg.solve(Dp[n - 1], Rp[n - 1])
+    for i in range(n - 2, -1, -1):
+        W[i] = np.linalg.solve(Dp[i], Rp[i] - Up[i] @ W[i + 1])
+    idx = np.clip(np.searchsorted(x, x_eval, side="right") - 1, 0, n - 2)
+    orders = (derivative,) if isinstance(derivative, int) else tuple(derivative)
+    out = []
+    eye = np.eye(n)
+    for d in orders:
+        M = np.zeros((x_eval.shape[0], n))
+        for j, (t, i) in enumerate(zip(x_eval, idx, strict=True)):
+            a, b = piece((t - x[i]) / h[i], d, h[i])
+            M[j] = a[0] * eye[i] + a[1:] @ W[i] + b[0] * eye[i + 1] + b[1:] @ W[i + 1]
+        out.append(M)
+    return out[0] if isinstance(derivative, int) else np.stack(out)
+
+
+def resample_times(t0: float, t1: float, dt: float) -> np.ndarray:
+    """``GCVSplineSet::constructStorage(0, dt)``'s times: ``t = t0; t += dt`` while ``t ≤ t1``."""
+    out = []
+    t = t0
+    while t <= t1:
+        out.append(t)
+        t += dt
+    return np.asarray(out)
+
+
+def find_index(times: np.ndarray, t: float) -> int:
+    """``Storage::findIndex``: the last index whose time is ≤ t (0 when t precedes them all)."""
+    i = 0
+    while i < len(times) and not t < times[i]:
+        i += 1
+    return max(i - 1, 0)
+
+
+@dataclasses.dataclass(frozen=True)
+class CoordinateOperators:
+    """Linear maps from raw coordinate samples (n_raw, ...) to q, q̇, q̈ at the output times.
+
+    Attributes:
+        times: (nt,) the output times (those of OpenSim's processed storage within the range).
+        W0, W1, W2: (nt, n_raw) value, first and second derivative operators.
+        resampled: whether OpenSim's filter resampled the padded data (non-uniform times).
+        cutoff: the cutoff frequency applied (Hz; None without filtering).
+    """
+
+    times: np.ndarray
+    W0: np.ndarray
+    W1: np.ndarray
+    W2: np.ndarray
+    resampled: bool
+    cutoff: float | None
+
+
+def coordinate_operators(
+    times, cutoff: float | None = None, time_range: tuple[float, float] | None = None
+) -> CoordinateOperators:
+    """OpenSim's coordinate preparation for inverse dynamics / static optimization as matrices.
+
+    ``cutoff`` (Hz) ≥ 0 filters as ``lowpass_cutoff_frequency_for_coordinates`` does (negative or
+    None: no filter). ``time_range`` selects output times as InverseDynamicsTool does: from the last
+    storage time ≤ max(first time, start) to the last ≤ min(last time, end).
+    """
+    t = np.asarray(times, dtype=float)
+    n = t.shape[0]
+    P = np.eye(n)
+    resampled = False
+    applied = None
+    if cutoff is not None and cutoff >= 0:
+        pad = n // 2
+        t = opensim_pad(t, pad)
+        P = opensim_pad(P, pad)
+        dtmin = float(np.min(np.diff(t)))
+        if dtmin < EPS:
+            raise ValueError("coordinate_operators: times do not increase; cannot filter")
+        avg = (t[-1] - t[0]) / (t.shape[0] - 1)
+        if avg - dtmin > EPS:
+            tn = resample_times(t[0], t[-1], dtmin)
+            P = natural_spline_matrix(t, tn, 5, 0) @ P
+            t = tn
+            resampled = True
+        if t.shape[0] < 4:
+            raise ValueError("coordinate_operators: too few samples to filter")
+        P = lowpass_iir_matrix(t.shape[0], dtmin, cutoff) @ P
+        applied = iir_coefficients(dtmin, cutoff)[2]
+    first, last = t[0], t[-1]
+    lo, hi = (-np.inf, np.inf) if time_range is None else time_range
+    i0 = find_index(t, max(first, lo))
+    i1 = find_index(t, min(last, hi))
+    te = t[i0 : i1 + 1]
+    W = natural_spline_matrix(t, te, 5, (0, 1, 2)) @ P
+    return CoordinateOperators(te, W[0], W[1], W[2], resampled, applied)

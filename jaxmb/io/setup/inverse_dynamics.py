@@ -1,0 +1,98 @@
+"""An OpenSim InverseDynamicsTool setup run by jaxmb (`jaxmb inverse-dynamics SETUP.xml`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import time as _time
+import warnings
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from ...analyses import trial_inverse_dynamics
+from ..motion import Storage, write_storage
+from ..osim import OsimImport, read_osim
+from .coordinates import TrialCoordinates, trial_coordinates
+from .external_loads import read_external_loads, sample_external_loads
+from .tools import InverseDynamicsSetup, check_exists, read_inverse_dynamics_setup
+from .xml import SetupError
+
+__all__ = ["InverseDynamicsRun", "generalized_force_labels", "run_inverse_dynamics"]
+
+
+@dataclasses.dataclass(frozen=True)
+class InverseDynamicsRun:
+    """What :func:`run_inverse_dynamics` computed and wrote.
+
+    ``tau`` (nt, nq) N·m / N at ``times``; ``labels`` OpenSim's column names
+    (``<coordinate>_moment`` / ``_force``); ``output`` the .sto written (None when not written);
+    ``seconds`` wall time of the compiled solve.
+    """
+
+    setup: InverseDynamicsSetup
+    times: np.ndarray
+    tau: np.ndarray
+    labels: tuple[str, ...]
+    coordinates: TrialCoordinates
+    output: Path | None
+    seconds: float
+
+
+def generalized_force_labels(imp: OsimImport) -> tuple[str, ...]:
+    """OpenSim's ID column labels for the model's coordinates."""
+    return tuple(
+        f"{n}_{'moment' if r else 'force'}"
+        for n, r in zip(imp.model.coordinate_names, imp.rotational, strict=True)
+    )
+
+
+def _check_excluded(setup: InverseDynamicsSetup, imp: OsimImport) -> None:
+    ex = {s.lower() for s in setup.forces_to_exclude}
+    if imp.muscles and not ({"muscles", "all", "actuators"} & ex):
+        warnings.warn(
+            f"{setup.path}: forces_to_exclude does not exclude Muscles, but jaxmb's inverse "
+            "dynamics does not apply muscle forces: the generalized forces are those with the "
+            "muscles excluded",
+            stacklevel=3,
+        )
+
+
+def run_inverse_dynamics(
+    setup_path: str | Path, out: str | Path | None = None, *, write: bool = True, progress=None
+) -> InverseDynamicsRun:
+    """Run an InverseDynamicsTool setup: coordinates filtered and splined as OpenSim does,
+    external loads applied, generalized forces written as ``<out>/<output_gen_force_file>``
+    (``out`` defaults to the setup's results directory)."""
+    say = progress or (lambda msg: None)
+    setup = read_inverse_dynamics_setup(setup_path)
+    check_exists(setup.model_file, "model_file", setup.path)
+    check_exists(setup.coordinates_file, "coordinates_file", setup.path)
+    say(f"reading {setup.model_file.name}")
+    imp = read_osim(setup.model_file)
+    _check_excluded(setup, imp)
+    coords = trial_coordinates(setup.coordinates_file, imp, setup.lowpass_cutoff, setup.time_range)
+    loads = ()
+    if setup.external_loads_file is not None:
+        check_exists(setup.external_loads_file, "external_loads_file", setup.path)
+        loads = sample_external_loads(
+            read_external_loads(setup.external_loads_file), imp, coords.times
+        )
+    say(f"solving {coords.times.shape[0]} frames")
+    f = jax.jit(trial_inverse_dynamics)
+    t0 = _time.perf_counter()
+    tau = np.asarray(f(imp.model, coords.q, coords.qd, coords.qdd, loads))
+    secs = _time.perf_counter() - t0
+    if not np.all(np.isfinite(tau)):
+        bad = coords.times[~np.all(np.isfinite(tau), axis=1)]
+        raise SetupError(f"{setup.path}: non-finite generalized forces at t = {bad[:5]} s")
+    labels = generalized_force_labels(imp)
+    path = None
+    if write:
+        d = Path(out) if out is not None else setup.results_directory
+        d.mkdir(parents=True, exist_ok=True)
+        path = write_storage(
+            d / setup.output_gen_force_file,
+            Storage(coords.times, tau, labels, False, "Inverse Dynamics Generalized Forces"),
+        )
+    return InverseDynamicsRun(setup, coords.times, tau, labels, coords, path, secs)
