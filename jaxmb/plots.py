@@ -240,3 +240,35 @@ def plot_muscle_forces(t, forces, names=MUSCLES, *, infeasible=(), ax=None, path
     if path is not None:
         fig.savefig(path, dpi=120)
     return fig
+
+
+def plot_trial_columns(path, time, values, labels: Sequence[str], ylabel: str, title: str,
+                       reference=None, ncols: int = 3) -> None:
+    """Write a PNG of a trial's columns against time, one panel per column (``ylabel`` names the
+    quantity and its unit); ``reference`` an optional ``(time, values)`` of the same columns
+    (OpenSim's, dashed)."""
+    plt = _pyplot_for_files()
+    values = np.asarray(values, dtype=float)
+    n = len(labels)
+    ncols = max(1, min(ncols, n))
+    nrows = (n + ncols - 1) // ncols
+    fig, ax = plt.subplots(nrows, ncols, figsize=(4 * ncols, 2.3 * nrows), squeeze=False,
+                           sharex=True)
+    for k, lab in enumerate(labels):
+        a = ax[k // ncols, k % ncols]
+        a.plot(time, values[:, k], lw=1.4, label="jaxmb")
+        if reference is not None:
+            a.plot(reference[0], np.asarray(reference[1])[:, k], "--", lw=1.2, label="OpenSim")
+        a.set_title(lab, fontsize=9)
+        a.set_ylabel(ylabel, fontsize=8)
+        a.grid(True, alpha=0.3)
+    for k in range(n, nrows * ncols):
+        ax[k // ncols, k % ncols].axis("off")
+    for a in ax[-1]:
+        a.set_xlabel("time (s)")
+    if reference is not None:
+        ax[0, 0].legend(fontsize=7)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

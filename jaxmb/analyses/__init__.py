@@ -28,18 +28,8 @@ from .gait import (
     winter_inputs,
     winter_reference,
 )
-from .signals import (
-    CoordinateOperators,
-    coordinate_operators,
-    find_index,
-    iir_coefficients,
-    lowpass_iir,
-    lowpass_iir_matrix,
-    natural_spline_matrix,
-    opensim_pad,
-    resample_times,
-)
-from .trial import GROUND, ExternalLoad, Frame, external_generalized_forces, trial_inverse_dynamics
+from .millard_curves import MillardCurves, millard_curves
+from .muscle_capacity import MuscleCapacity, active_force_along_tendon, thelen_force_velocity
 from .newton_euler import (
     GRAVITY_Y_UP,
     ChainMotion,
@@ -57,3 +47,16 @@ from .newton_euler import (
     residual,
     segment_chain,
 )
+from .signals import (
+    CoordinateOperators,
+    coordinate_operators,
+    find_index,
+    iir_coefficients,
+    lowpass_iir,
+    lowpass_iir_matrix,
+    natural_spline_matrix,
+    opensim_pad,
+    resample_times,
+)
+from .static_optimization import StaticOptimizationResult, so_frame, solve_static_optimization
+from .trial import GROUND, ExternalLoad, Frame, external_generalized_forces, trial_inverse_dynamics

@@ -261,14 +261,25 @@ class CoordinateOperators:
 
 
 def coordinate_operators(
-    times, cutoff: float | None = None, time_range: tuple[float, float] | None = None
+    times,
+    cutoff: float | None = None,
+    time_range: tuple[float, float] | None = None,
+    acceleration: str = "second_derivative",
 ) -> CoordinateOperators:
     """OpenSim's coordinate preparation for inverse dynamics / static optimization as matrices.
 
     ``cutoff`` (Hz) ≥ 0 filters as ``lowpass_cutoff_frequency_for_coordinates`` does (negative or
     None: no filter). ``time_range`` selects output times as InverseDynamicsTool does: from the last
     storage time ≤ max(first time, start) to the last ≤ min(last time, end).
+
+    ``acceleration``: ``"second_derivative"`` (InverseDynamicsTool: q̈ is the spline's second
+    derivative) or ``"derivative_of_speed"`` (AnalyzeTool + StaticOptimization: the speeds are the
+    spline's first derivative at the samples, ``formCompleteStorages``, and the target
+    accelerations the first derivative of a second quintic spline through those speeds,
+    ``StaticOptimization::begin``).
     """
+    if acceleration not in ("second_derivative", "derivative_of_speed"):
+        raise ValueError(f"coordinate_operators: unknown acceleration {acceleration!r}")
     t = np.asarray(times, dtype=float)
     n = t.shape[0]
     P = np.eye(n)
@@ -297,4 +308,7 @@ def coordinate_operators(
     i1 = find_index(t, min(last, hi))
     te = t[i0 : i1 + 1]
     W = natural_spline_matrix(t, te, 5, (0, 1, 2)) @ P
+    if acceleration == "derivative_of_speed":
+        U = natural_spline_matrix(t, t, 5, 1) @ P
+        W[2] = natural_spline_matrix(t, te, 5, 1) @ U
     return CoordinateOperators(te, W[0], W[1], W[2], resampled, applied)

@@ -1,5 +1,7 @@
 """``jaxmb inverse-dynamics DATA``: joint forces and moments of a gait trial (Winter's Appendix A
-tables or a BMClab 3D trial) by the Newton–Euler matrix formalism; CSV and PNG."""
+tables or a BMClab 3D trial) by the Newton–Euler matrix formalism; CSV and PNG.
+``jaxmb inverse-dynamics SETUP.xml``: an OpenSim InverseDynamicsTool setup (coordinates filtered and
+splined as OpenSim does, external loads), OpenSim's generalized-force ``.sto``, summary and PNG."""
 
 from __future__ import annotations
 
@@ -9,8 +11,10 @@ import numpy as np
 
 from ..analyses import gait
 from ..analyses import newton_euler as ne
-from ..plots import plot_joint_loads
-from .common import CliError
+from ..io.setup import run_inverse_dynamics
+from ..plots import plot_joint_loads, plot_trial_columns
+from .common import CliError, table
+from .opensim_runs import Progress, add_common_options, enable_cache, setup_errors
 
 __all__ = ["add_parser", "run", "JOINT_OF"]
 
@@ -22,11 +26,18 @@ def add_parser(subparsers):
     """Register ``inverse-dynamics DATA`` on an ``argparse`` subparsers object."""
     p = subparsers.add_parser(
         "inverse-dynamics",
-        help="joint forces and moments of a gait trial (Newton-Euler matrix formalism)",
-        description="Reads a directory of Winter (2009) Appendix A CSV tables or a BMClab 3D gait "
-        "trial (.txt) and writes joint forces/moments as CSV and a PNG plot.",
+        help="generalized forces of an OpenSim ID setup, or joint loads of a gait trial "
+        "(Newton-Euler)",
+        description="SETUP.xml: runs an OpenSim InverseDynamicsTool setup file (coordinate "
+        "filter and spline differentiation as OpenSim, external loads) and writes the "
+        "generalized forces as OpenSim's .sto, a summary and a PNG. Otherwise reads a directory "
+        "of Winter (2009) Appendix A CSV tables or a BMClab 3D gait trial (.txt) and writes "
+        "joint forces/moments as CSV and a PNG plot.",
     )
-    p.add_argument("data", help="Winter CSV directory or BMClab .txt trial ('winter' = bundled)")
+    p.add_argument(
+        "data",
+        help="OpenSim setup (.xml), Winter CSV directory or BMClab .txt trial ('winter' = bundled)",
+    )
     p.add_argument("--format", choices=["auto", "winter", "bmc3d"], default="auto")
     p.add_argument(
         "--source",
@@ -42,7 +53,13 @@ def add_parser(subparsers):
         "already filtered A.2 markers",
     )
     p.add_argument("--body-mass", type=float, default=70.0, help="BMClab trials: body mass (kg)")
-    p.add_argument("--out", default="jaxmb_out", help="output directory (default jaxmb_out/)")
+    p.add_argument(
+        "--out",
+        default=None,
+        help="output directory (default: the setup's "
+        "results_directory; jaxmb_out/ for gait tables)",
+    )
+    add_common_options(p)
     p.set_defaults(func=run)
     return p
 
@@ -50,7 +67,12 @@ def add_parser(subparsers):
 def run(args) -> int:
     """Write ``<stem>_joint_loads.csv`` (time, then per joint F{x,y,z} N ground frame, M{x,y,z} N·m
     ground frame and the segment-frame moment) and ``<stem>_joint_loads.png``; print their paths.
-    Returns the exit status; unusable data ends in a :class:`CliError` naming it."""
+    Returns the exit status; unusable data ends in a :class:`CliError` naming it. An ``.xml``
+    is an OpenSim InverseDynamicsTool setup (:func:`opensim_setup`)."""
+    if str(args.data).lower().endswith(".xml"):
+        return opensim_setup(args)
+    if args.out is None:
+        args.out = "jaxmb_out"
     try:
         return _joint_loads_files(args)
     except (gait.GaitDataError, ne.NewtonEulerError, OSError) as e:
@@ -91,4 +113,37 @@ def _joint_loads_files(args) -> int:
     plot_joint_loads(png_path, time, chain.names, joints, loads)
     print(csv_path)
     print(png_path)
+    return 0
+
+
+def opensim_setup(args) -> int:
+    """``jaxmb inverse-dynamics SETUP.xml``: write OpenSim's generalized-force .sto and a PNG."""
+    say = Progress(args.quiet)
+    if not args.no_cache:
+        say(f"compilation cache: {enable_cache()}")
+    r = setup_errors(lambda: run_inverse_dynamics(args.data, args.out, progress=say))
+    say(f"done: {r.times.shape[0]} frames")
+    rows = [
+        (
+            lab,
+            f"{np.min(r.tau[:, j]):.3f}",
+            f"{np.max(r.tau[:, j]):.3f}",
+            "N·m" if lab.endswith("_moment") else "N",
+        )
+        for j, lab in enumerate(r.labels)
+    ]
+    print(table(rows, ("generalized force", "min", "max", "unit")))
+    c = r.coordinates.operators
+    filt = f"low-pass {c.cutoff:g} Hz" if c.cutoff is not None else "no filter"
+    print(
+        f"frames: {r.times.shape[0]} ({r.times[0]:.4f} … {r.times[-1]:.4f} s); {filt}; "
+        f"wall {say.elapsed:.1f} s"
+    )
+    print(r.output)
+    if not args.no_plot:
+        png = Path(r.output).with_suffix(".png")
+        plot_trial_columns(
+            png, r.times, r.tau, r.labels, "N·m or N", f"{r.setup.name}: inverse dynamics"
+        )
+        print(png)
     return 0

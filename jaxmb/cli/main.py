@@ -8,6 +8,8 @@
     jaxmb moment-arms arm26 --coordinate r_elbow_flex --range 0,2.2 --steps 45
     jaxmb benchmark chain --quick        compiled per-state times (and Pinocchio's, if installed)
     jaxmb inverse-dynamics winter        Winter's gait tables, Newton-Euler
+    jaxmb inverse-dynamics SETUP.xml     an OpenSim InverseDynamicsTool setup
+    jaxmb static-optimization SETUP.xml  an OpenSim AnalyzeTool + StaticOptimization setup
 
 ``simulate`` (:mod:`.simulate`) integrates a built-in model (or a model file) with diffrax and
 writes CSV and PNG; ``moment-arms`` (:mod:`.moment_arms`) sweeps one coordinate; ``benchmark``
@@ -22,7 +24,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import benchmark, inverse_dynamics, models, moment_arms, save, simulate
+from . import (
+    benchmark,
+    inverse_dynamics,
+    models,
+    moment_arms,
+    save,
+    simulate,
+    static_optimization,
+)
 from .common import CliError
 
 __all__ = ["main"]
@@ -36,13 +46,23 @@ _EPILOG = """examples:
   jaxmb moment-arms arm26 --coordinate r_elbow_flex --range 0,2.2
   jaxmb benchmark chain --quick                  compiled per-state times vs Pinocchio
   jaxmb inverse-dynamics winter                  Winter's gait tables, Newton-Euler
+  jaxmb inverse-dynamics walk_Setup_ID.xml --out res/   OpenSim ID setup → .sto, PNG
+  jaxmb static-optimization arm26_Setup_StaticOptimization.xml --out res/
 
 MODEL is a built-in name (jaxmb models) or the path of a model file (*.json). Outputs go to
 --out (default jaxmb_out/). Exit status 0 on success, 2 with a one-line error on bad input.
 """
 
 # the order of `jaxmb --help`
-_COMMANDS = (models, simulate, save, moment_arms, benchmark, inverse_dynamics)
+_COMMANDS = (
+    models,
+    simulate,
+    save,
+    moment_arms,
+    benchmark,
+    inverse_dynamics,
+    static_optimization,
+)
 
 
 def _parser() -> argparse.ArgumentParser:

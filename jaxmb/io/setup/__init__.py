@@ -3,6 +3,13 @@ InverseDynamicsTool and AnalyzeTool (StaticOptimization) setups, ExternalLoads, 
 force-set files, and the runs that read them, compute with :mod:`jaxmb.analyses` and write
 OpenSim's output files."""
 
+from .actuators import (
+    ActuatorSpec,
+    actuator_loads,
+    model_actuators,
+    muscle_capacity,
+    read_force_set,
+)
 from .coordinates import TrialCoordinates, raw_coordinates, trial_coordinates
 from .external_loads import (
     ExternalForceSpec,
@@ -11,6 +18,14 @@ from .external_loads import (
     sample_external_loads,
 )
 from .inverse_dynamics import InverseDynamicsRun, generalized_force_labels, run_inverse_dynamics
+from .static_optimization import (
+    SOProblem,
+    StaticOptimizationRun,
+    run_static_optimization,
+    so_problem,
+    so_problem_solve,
+    trial_paths,
+)
 from .tools import (
     IKTask,
     InverseDynamicsSetup,

@@ -54,14 +54,18 @@ def raw_coordinates(path: Path, imp: OsimImport) -> tuple[np.ndarray, np.ndarray
 
 
 def trial_coordinates(
-    path: Path, imp: OsimImport, cutoff: float | None, time_range
+    path: Path,
+    imp: OsimImport,
+    cutoff: float | None,
+    time_range,
+    acceleration: str = "second_derivative",
 ) -> TrialCoordinates:
     """q, q̇, q̈ of a coordinates file: OpenSim's pad + IIR low-pass (``cutoff`` ≥ 0) and its
     quintic GCV spline differentiation, at the processed storage's times within ``time_range``."""
     t, raw, missing = raw_coordinates(path, imp)
     if t.shape[0] < 6:
         raise SetupError(f"{path}: {t.shape[0]} rows; the quintic spline needs at least 6")
-    ops = coordinate_operators(t, cutoff, tuple(time_range))
+    ops = coordinate_operators(t, cutoff, tuple(time_range), acceleration)
     q, qd, qdd = ops.W0 @ raw, ops.W1 @ raw, ops.W2 @ raw
     for j, name in enumerate(imp.model.coordinate_names):
         if name in missing:  # Constant(default): no motion
