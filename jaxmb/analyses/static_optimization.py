@@ -20,8 +20,8 @@ smooth in the multipliers λ (nq); ``x(λ) = clip(ψ(Aᵀλ), lower, upper)`` wi
 ``d|x|^p/dx``. A semismooth Newton iteration on ``A x(λ) = b``, started from the minimum-norm
 solution without bounds, with a backtracking line search on the dual objective (on the residual
 once the dual's gains fall below round-off), runs a fixed number of iterations, so the whole solve
-is a differentiable function of A, b and the bounds (jit, vmap, grad). Frames whose residual ``‖A x − b‖_∞`` exceeds ``tol`` have no
-solution within the bounds and are reported.
+is a differentiable function of A, b and the bounds (jit, vmap, grad). Frames whose residual
+``‖A x − b‖_∞`` exceeds ``tol`` have no solution within the bounds and are reported.
 """
 
 from __future__ import annotations
