@@ -64,7 +64,14 @@ def test_trial_inverse_dynamics_balances_gravity_with_a_load(pendulum):
     z = jnp.zeros((nt, 1))
     tau0 = trial_inverse_dynamics(pendulum, q, z, z)
     np.testing.assert_allclose(tau0[:, 0], 2.0 * 9.81, rtol=1e-12)  # holds the weight
-    up = ExternalLoad(0, Frame(0), jnp.tile(jnp.array([[0.0, 2.0 * 9.81, 0.0]]), (nt, 1)), GROUND,
-                      jnp.tile(jnp.array([[1.0, 0.0, 0.0]]), (nt, 1)), GROUND, None)
+    up = ExternalLoad(
+        0,
+        Frame(0),
+        jnp.tile(jnp.array([[0.0, 2.0 * 9.81, 0.0]]), (nt, 1)),
+        GROUND,
+        jnp.tile(jnp.array([[1.0, 0.0, 0.0]]), (nt, 1)),
+        GROUND,
+        None,
+    )
     tau = trial_inverse_dynamics(pendulum, q, z, z, [up])
     np.testing.assert_allclose(tau, 0.0, atol=1e-12)

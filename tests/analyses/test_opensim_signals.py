@@ -54,9 +54,7 @@ def test_lowpass_is_two_passes_of_the_recurrence_with_copied_first_samples():
 
 def test_pad_is_the_odd_reflection_about_each_end():
     x = np.array([1.0, 2.0, 4.0, 7.0, 11.0])
-    np.testing.assert_allclose(
-        opensim_pad(x, 2), [-2.0, 0.0, 1.0, 2.0, 4.0, 7.0, 11.0, 15.0, 18.0]
-    )
+    np.testing.assert_allclose(opensim_pad(x, 2), [-2.0, 0.0, 1.0, 2.0, 4.0, 7.0, 11.0, 15.0, 18.0])
 
 
 @pytest.mark.parametrize("degree", [3, 5])

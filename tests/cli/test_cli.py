@@ -194,3 +194,24 @@ def test_save_and_load_errors_are_one_line(capsys, tmp_path):
     assert main(["save", "chain", str(tmp_path / "x.txt")]) == 2
     assert "must end in .json" in capsys.readouterr().err
     assert main(["save", "chain", str(target), "--force"]) == 0
+
+
+def test_inverse_dynamics_command_runs_an_opensim_setup(tmp_path, capsys):
+    setup = (
+        PACKAGE_DATA / "opensim_pipeline" / "arm26_tutorial" / "InverseDynamics"
+        / "arm26_Setup_InverseDynamics.xml"
+    )  # fmt: skip
+    argv = ["inverse-dynamics", str(setup), "--out", str(tmp_path), "--no-cache", "--quiet"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "r_elbow_flex_moment" in out and "low-pass 6 Hz" in out
+    assert (tmp_path / "arm26_InverseDynamics.sto").is_file()
+    assert (tmp_path / "arm26_InverseDynamics.png").is_file()
+
+
+def test_static_optimization_command_names_a_bad_setup(tmp_path, capsys):
+    bad = tmp_path / "s.xml"
+    bad.write_text("<OpenSimDocument><AnalyzeTool name='a'></AnalyzeTool></OpenSimDocument>")
+    assert main(["static-optimization", str(bad), "--no-cache"]) == 2
+    err = capsys.readouterr().err
+    assert "s.xml:1: <AnalyzeTool name='a'>: no StaticOptimization" in err

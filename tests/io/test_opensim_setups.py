@@ -1,0 +1,133 @@
+"""OpenSim setup, ExternalLoads and force-set readers on the shipped trials, their errors, and the
+whole-trial runs against OpenSim's published and OpenSim 4.6 outputs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import DATA, PACKAGE_DATA
+
+from jaxmb.io.motion import read_storage
+from jaxmb.io.setup import (
+    SetupError,
+    read_external_loads,
+    read_force_set,
+    read_inverse_dynamics_setup,
+    read_inverse_kinematics_setup,
+    read_static_optimization_setup,
+    run_inverse_dynamics,
+    run_static_optimization,
+)
+
+PIPE = PACKAGE_DATA / "opensim_pipeline"
+GAIT = PIPE / "gait10dof18musc"
+ARM = PIPE / "arm26_tutorial"
+
+
+def test_inverse_dynamics_setup_paths_resolve_beside_the_setup():
+    s = read_inverse_dynamics_setup(GAIT / "walk_Setup_ID.xml")
+    assert s.model_file == GAIT / "subject01.osim"
+    assert s.coordinates_file == GAIT / "subject01_walk_IK.mot"
+    assert s.external_loads_file == GAIT / "subject01_walk_grf.xml"
+    assert s.results_directory == GAIT / "Results"
+    assert s.time_range == (0.0, 2.5) and s.lowpass_cutoff == 6.0
+    assert s.forces_to_exclude == ("Muscles",)
+    u = read_inverse_dynamics_setup(
+        ARM / "InverseDynamics" / "arm26_Setup_InverseDynamics_Unfiltered.xml"
+    )
+    assert u.lowpass_cutoff == -1.0
+
+
+def test_external_loads_and_force_set_and_ik_and_so_setups():
+    el = read_external_loads(GAIT / "subject01_walk_grf.xml")
+    assert el.datafile == GAIT / "subject01_walk_grf.mot"
+    assert [f.applied_to_body for f in el.forces] == ["calcn_r", "calcn_l"]
+    assert el.forces[1].point_identifier == "1_ground_force_p"
+    acts = read_force_set(GAIT / "gait10dof_Reserve_Actuators.xml")
+    kinds = {a.name: a.kind for a in acts}
+    assert kinds["FX"] == "PointActuator" and kinds["MZ"] == "TorqueActuator"
+    assert sum(k == "CoordinateActuator" for k in kinds.values()) == 7
+    ik = read_inverse_kinematics_setup(GAIT / "walk_Setup_IK.xml")
+    assert len(ik.tasks) > 10 and ik.marker_file == GAIT / "subject01_walk.trc"
+    so = read_static_optimization_setup(
+        ARM / "StaticOptimization" / "arm26_Setup_StaticOptimization.xml"
+    )
+    assert so.activation_exponent == 2.0 and so.use_muscle_physiology
+    assert so.coordinates_file == ARM / "StaticOptimization" / "arm26_InverseKinematics.mot"
+
+
+def test_errors_name_file_line_and_element(tmp_path):
+    bad = tmp_path / "bad.xml"
+    bad.write_text(
+        "<OpenSimDocument>\n<InverseDynamicsTool name='x'>\n<model_file>m.osim</model_file>\n"
+        "<coordinates_file>c.mot</coordinates_file>\n"
+        "<lowpass_cutoff_frequency_for_coordinates>six</lowpass_cutoff_frequency_for_coordinates>\n"
+        "</InverseDynamicsTool>\n</OpenSimDocument>\n"
+    )
+    with pytest.raises(SetupError, match=r"bad.xml:5: <lowpass_cutoff_frequency_for_coordinates>"):
+        read_inverse_dynamics_setup(bad)
+    with pytest.raises(SetupError, match="no AnalyzeTool"):
+        read_static_optimization_setup(bad)
+    el = tmp_path / "el.xml"
+    el.write_text(
+        "<OpenSimDocument><ExternalLoads name='e'><objects>\n<ExternalForce name='f'>\n"
+        "<applied_to_body>calcn_r</applied_to_body><datafile>x</datafile>\n"
+        "</ExternalForce></objects><datafile>d.mot</datafile></ExternalLoads></OpenSimDocument>"
+    )
+    with pytest.raises(SetupError, match=r"el.xml:2: <ExternalForce name='f'>: applies neither"):
+        read_external_loads(el)
+
+
+def _compare_id(run, ref_path, tol):
+    ref = read_storage(ref_path)
+    np.testing.assert_allclose(run.times, ref.time, atol=1e-8)
+    for j, lab in enumerate(run.labels):
+        b = ref[lab]
+        err = np.max(np.abs(run.tau[:, j] - b))
+        assert err <= tol * max(np.max(np.abs(b)), 1e-9), (lab, err, np.max(np.abs(b)))
+
+
+@pytest.mark.parametrize(
+    "setup, ref",
+    [
+        ("arm26_Setup_InverseDynamics.xml", "FilteredResults"),
+        ("arm26_Setup_InverseDynamics_Unfiltered.xml", "UnfilteredResults"),
+    ],
+)
+def test_arm26_inverse_dynamics_matches_published_output(setup, ref, tmp_path):
+    d = ARM / "InverseDynamics"
+    run = run_inverse_dynamics(d / setup, tmp_path)
+    _compare_id(run, d / ref / "arm26_InverseDynamics.sto", 1e-6)  # issue 23 asks 1e-3
+    assert (tmp_path / "arm26_InverseDynamics.sto").is_file()
+    _compare_id(run, tmp_path / "arm26_InverseDynamics.sto", 1e-12)  # written as computed
+
+
+@pytest.mark.slow
+def test_gait10dof_inverse_dynamics_matches_published_output(tmp_path):
+    run = run_inverse_dynamics(GAIT / "walk_Setup_ID.xml", tmp_path)
+    _compare_id(run, GAIT / "subject01_walk_ID.sto", 1e-5)  # issue 23 asks 1e-3 of peak |τ|
+
+
+def _compare_so(run, ref_path, rms_tol, max_tol):
+    ref = read_storage(ref_path)
+    np.testing.assert_allclose(run.times, ref.time, atol=1e-7)
+    assert run.infeasible_times.size == 0
+    assert np.max(np.abs(run.residual)) <= 1e-6
+    for j, lab in enumerate(run.labels):
+        d = run.activations[:, j] - ref[lab]
+        assert np.sqrt(np.mean(d**2)) <= rms_tol and np.max(np.abs(d)) <= max_tol, lab
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "setup, ref",
+    [
+        ("arm26_Setup_StaticOptimization_Nonphysiological.xml", "arm26_nonphys"),
+        ("arm26_Setup_StaticOptimization.xml", "arm26_phys"),
+    ],
+)
+def test_arm26_static_optimization_matches_opensim_46(setup, ref, tmp_path):
+    run = run_static_optimization(ARM / "StaticOptimization" / setup, tmp_path)
+    _compare_so(run, DATA / "opensim_pipeline" / f"{ref}_opensim46_activation.sto", 0.02, 0.05)
+    assert (tmp_path / "arm26_StaticOptimization_activation.sto").is_file()
+    assert (tmp_path / "arm26_StaticOptimization_force.sto").is_file()
