@@ -3,11 +3,17 @@
 - :func:`load_osim` / :func:`read_osim`: OpenSim ``.osim`` (4.x, 3.0) to a jaxmb model.
 - :mod:`jaxmb.io.motion`: ``.trc`` markers, ``.mot``/``.sto`` storage files, C3D (optional ezc3d).
 - :func:`load_model` / :func:`save_model`: jaxmb's own versioned JSON model files.
+- :mod:`jaxmb.io.setup`: OpenSim tool setups (InverseKinematicsTool, InverseDynamicsTool,
+  AnalyzeTool + StaticOptimization), ExternalLoads, force-set files, and the ID / SO runs.
 - :mod:`jaxmb.io.osim.functions` (also ``jaxmb.io.functions``): OpenSim's function elements read
   into the JAX-traceable modules of :mod:`jaxmb.math.functions`.
 """
 
-from . import model_file, motion
+from . import (
+    model_file,
+    motion,
+    setup,  # noqa: E402  (reads OpenSim setups with the readers above)
+)
 from .model_file import ModelFileError, load_model, save_model
 from .motion import (
     MotionFileError,
@@ -34,6 +40,7 @@ from .osim import (
 
 __all__ = [
     "functions",
+    "setup",
     "motion",
     "osim",
     "model_file",
