@@ -28,6 +28,12 @@ from .gait import (
     winter_inputs,
     winter_reference,
 )
+from .inverse_kinematics import (
+    InverseKinematicsResult,
+    bounds_of,
+    marker_positions,
+    solve_inverse_kinematics,
+)
 from .millard_curves import MillardCurves, millard_curves
 from .muscle_capacity import MuscleCapacity, active_force_along_tendon, thelen_force_velocity
 from .newton_euler import (

@@ -18,6 +18,7 @@ from .external_loads import (
     sample_external_loads,
 )
 from .inverse_dynamics import InverseDynamicsRun, generalized_force_labels, run_inverse_dynamics
+from .inverse_kinematics import InverseKinematicsRun, ik_problem, run_inverse_kinematics
 from .static_optimization import (
     SOProblem,
     StaticOptimizationRun,
