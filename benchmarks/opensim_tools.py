@@ -5,7 +5,7 @@ second run) — both as a user waits, the ``jaxmb`` command in a new process —
 (InverseDynamicsTool / AnalyzeTool) in a new process. Writes ``opensim_tools.json`` and
 ``opensim_tools.png`` in --out, with the machine's load average at the start and end.
 
-    PYTHONPATH=$PWD python benchmarks/opensim_tools.py --out bench_out [--only id|so] [--trial arm26|gait]
+    PYTHONPATH=$PWD python benchmarks/opensim_tools.py --out bench_out --only id --trial gait
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@
     jaxmb moment-arms arm26 --coordinate r_elbow_flex --range 0,2.2 --steps 45
     jaxmb benchmark chain --quick        compiled per-state times (and Pinocchio's, if installed)
     jaxmb inverse-dynamics winter        Winter's gait tables, Newton-Euler
+    jaxmb inverse-kinematics SETUP.xml   an OpenSim InverseKinematicsTool setup
     jaxmb inverse-dynamics SETUP.xml     an OpenSim InverseDynamicsTool setup
     jaxmb static-optimization SETUP.xml  an OpenSim AnalyzeTool + StaticOptimization setup
 
@@ -27,6 +28,7 @@ import sys
 from . import (
     benchmark,
     inverse_dynamics,
+    inverse_kinematics,
     models,
     moment_arms,
     save,
@@ -60,6 +62,7 @@ _COMMANDS = (
     save,
     moment_arms,
     benchmark,
+    inverse_kinematics,
     inverse_dynamics,
     static_optimization,
 )
