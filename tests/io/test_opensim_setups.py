@@ -131,3 +131,42 @@ def test_arm26_static_optimization_matches_opensim_46(setup, ref, tmp_path):
     _compare_so(run, DATA / "opensim_pipeline" / f"{ref}_opensim46_activation.sto", 0.02, 0.05)
     assert (tmp_path / "arm26_StaticOptimization_activation.sto").is_file()
     assert (tmp_path / "arm26_StaticOptimization_force.sto").is_file()
+
+
+@pytest.mark.slow
+def test_gait10dof_static_optimization_matches_opensim_46(tmp_path):
+    run = run_static_optimization(GAIT / "walk_Setup_SO.xml", tmp_path)
+    _compare_so(run, DATA / "opensim_pipeline" / "walk_so_opensim46_activation.sto", 0.02, 0.05)
+
+
+@pytest.mark.slow
+def test_gait10dof_inverse_kinematics_matches_published_and_fits_no_worse(tmp_path):
+    import jax
+    import jax.numpy as jnp
+
+    from jaxmb.analyses import marker_positions
+    from jaxmb.io import read_osim
+    from jaxmb.io.setup import ik_problem, run_inverse_kinematics
+
+    run = run_inverse_kinematics(GAIT / "walk_Setup_IK.xml", tmp_path)
+    ref = read_storage(GAIT / "subject01_walk_IK.mot")
+    imp = read_osim(GAIT / "subject01.osim")
+    rot = np.asarray(imp.rotational)
+    qref = np.stack(
+        [
+            np.deg2rad(ref[c]) if r else ref[c]
+            for c, r in zip(run.coordinate_names, rot, strict=True)
+        ],
+        axis=1,
+    )
+    d = np.abs(run.q - qref)
+    assert np.max(d[:, rot]) <= np.deg2rad(0.2) and np.max(d[:, ~rot]) <= 2e-4
+    _, _, bodies, points, meas, w, *_ = ik_problem(run.setup, imp)
+    w = np.where(np.any(np.isnan(meas), axis=2), 0.0, w)
+    cost = jax.vmap(
+        lambda q, m, w1: jnp.sum(
+            w1 * jnp.sum((marker_positions(imp.model, q, bodies, jnp.asarray(points)) - m) ** 2, 1)
+        )
+    )(jnp.asarray(qref), jnp.nan_to_num(meas), jnp.asarray(w))
+    assert np.all(np.asarray(run.result.total_squared_error) <= np.asarray(cost) * (1 + 1e-9))
+    assert (tmp_path / "subject01_walk_IK.mot").is_file()
