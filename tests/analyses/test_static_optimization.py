@@ -49,7 +49,9 @@ def test_infeasible_frames_are_reported_and_gradients_flow():
         ).cost.sum()
 
     g = jax.grad(lambda s: jnp.sum(
-        jax.vmap(lambda A1, b1: so_frame(A1 * s, b1, jnp.zeros(2), jnp.ones(2), 2.0, 6)[0])(A[:1], b[:1])
+        jax.vmap(lambda A1, b1: so_frame(A1 * s, b1, jnp.zeros(2), jnp.ones(2), 2.0, 6)[0])(
+            A[:1], b[:1]
+        )
         ** 2))(1.0)  # fmt: skip
     # Σa² = 2 (1.5 / (2 s))² = 1.125 / s²: d/ds = −2.25 at s = 1
     assert float(g) == pytest.approx(-2.25, rel=1e-8)
