@@ -77,7 +77,8 @@ def solve_inverse_kinematics(
     """Every frame's IK in one call. ``bodies`` (nm,) and ``points`` (nm, 3) the model markers;
     ``markers`` measured (nt, nm, 3) m (NaN where missing: weight 0); ``weights`` (nt, nm);
     ``q0`` the start ((nq,) for every frame, or (nt, nq)), ``lower``/``upper`` (nq,) bounds,
-    ``free`` (nq,) bool (False for locked coordinates); ``coordinate_weights``/``_values`` (nt, nq) coordinate tasks."""
+    ``free`` (nq,) bool (False for locked coordinates); ``coordinate_weights``/``_values``
+    (nt, nq) coordinate tasks."""
     markers = jnp.asarray(markers, dtype=float)
     nt, nm = markers.shape[:2]
     w = jnp.where(jnp.any(jnp.isnan(markers), axis=2), 0.0, jnp.asarray(weights, dtype=float))
