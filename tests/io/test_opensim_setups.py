@@ -3,19 +3,25 @@ whole-trial runs against OpenSim's published and OpenSim 4.6 outputs."""
 
 from __future__ import annotations
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from helpers import DATA, PACKAGE_DATA
 
+from jaxmb.analyses import marker_positions
+from jaxmb.io import read_osim
 from jaxmb.io.motion import read_storage
 from jaxmb.io.setup import (
     SetupError,
+    ik_problem,
     read_external_loads,
     read_force_set,
     read_inverse_dynamics_setup,
     read_inverse_kinematics_setup,
     read_static_optimization_setup,
     run_inverse_dynamics,
+    run_inverse_kinematics,
     run_static_optimization,
 )
 
@@ -141,13 +147,6 @@ def test_gait10dof_static_optimization_matches_opensim_46(tmp_path):
 
 @pytest.mark.slow
 def test_gait10dof_inverse_kinematics_matches_published_and_fits_no_worse(tmp_path):
-    import jax
-    import jax.numpy as jnp
-
-    from jaxmb.analyses import marker_positions
-    from jaxmb.io import read_osim
-    from jaxmb.io.setup import ik_problem, run_inverse_kinematics
-
     run = run_inverse_kinematics(GAIT / "walk_Setup_IK.xml", tmp_path)
     ref = read_storage(GAIT / "subject01_walk_IK.mot")
     imp = read_osim(GAIT / "subject01.osim")
