@@ -169,3 +169,9 @@ def test_gait10dof_inverse_kinematics_matches_published_and_fits_no_worse(tmp_pa
     )(jnp.asarray(qref), jnp.nan_to_num(meas), jnp.asarray(w))
     assert np.all(np.asarray(run.result.total_squared_error) <= np.asarray(cost) * (1 + 1e-9))
     assert (tmp_path / "subject01_walk_IK.mot").is_file()
+
+
+@pytest.mark.slow
+def test_gait10dof_unfiltered_inverse_dynamics_matches_opensim_46(tmp_path):
+    run = run_inverse_dynamics(GAIT / "walk_Setup_ID_Unfiltered.xml", tmp_path)
+    _compare_id(run, DATA / "opensim_pipeline" / "walk_id_unfiltered_opensim46.sto", 1e-8)
