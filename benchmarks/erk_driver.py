@@ -37,6 +37,7 @@ from jaxtyping import Array, Float
 from jaxmb.models import andrews as an
 from jaxmb.simulation import erk_solve
 
+
 # --------------------------------------------- the peer: erk_solve of commit 984ec0b, verbatim
 class ERKResult(NamedTuple):
     """Result of :func:`erk_solve`: state at t1, time reached, step counts, success flag."""
@@ -191,8 +192,9 @@ def diffrax_checkpointed(rhs, y0, t0, t1, *, method, rtol, atol, max_steps, unro
     sol = dfx.diffeqsolve(dfx.ODETerm(lambda t, y, a: rhs(t, y)), solver, t0, t1, None, y0,
                           stepsize_controller=ctrl, saveat=dfx.SaveAt(t1=True),
                           max_steps=max_steps, adjoint=dfx.ForwardMode(), throw=False)  # fmt: skip
-    return ERKResult(sol.ys[-1], sol.ts[-1], sol.stats["num_steps"],
-                     sol.stats["num_accepted_steps"], sol.result == dfx.RESULTS.successful)  # fmt: skip
+    ok = sol.result == dfx.RESULTS.successful
+    st = sol.stats
+    return ERKResult(sol.ys[-1], sol.ts[-1], st["num_steps"], st["num_accepted_steps"], ok)
 
 
 def make(fn, rhs, method, unroll):
@@ -213,9 +215,11 @@ def main():
     for route, rhs in {"projected": ode_projected_rhs(model), "ode": ode_rhs(model)}.items():
         for method in ("tsit5", "dopri8"):
             unroll = route != "ode"  # the exact RHS is large: loop its stages (as andrews.py did)
-            fns = {"erk_solve": make(erk_solve, rhs, method, unroll),
-                   "lean_loop": make(lean_loop, rhs, method, unroll),
-                   "diffrax_checkpointed": make(diffrax_checkpointed, rhs, method, unroll)}  # fmt: skip
+            fns = {
+                "erk_solve": make(erk_solve, rhs, method, unroll),
+                "lean_loop": make(lean_loop, rhs, method, unroll),
+                "diffrax_checkpointed": make(diffrax_checkpointed, rhs, method, unroll),
+            }
             for tol in (1e-6, 1e-8):
                 res = {}
                 for name, f in fns.items():
