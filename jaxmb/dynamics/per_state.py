@@ -51,7 +51,8 @@ def _vmappable(static, want: tuple[str, ...], identity: bool):
         if any(jax.tree_util.tree_leaves(dyn_b)):  # a batch of models: the one-state code
             axes = (jax.tree_util.tree_map(lambda b: 0 if b else None, dyn_b),
                     0 if q_b else None, 0 if qd_b else None)  # fmt: skip
-            out = jax.vmap(lambda d, a, b: terms(d, a, b), in_axes=axes)(dyn, q, qd)
+            one = lambda d, a, b: _one_state(eqx.combine(d, static), a, b, want)
+            out = jax.vmap(one, in_axes=axes)(dyn, q, qd)
             return out, tuple(True for _ in out)
         model = eqx.combine(dyn, static)
         bcast = lambda x, b: x if b else jnp.broadcast_to(x, (axis_size,) + x.shape)
