@@ -360,10 +360,12 @@ def main(argv=None):
     daes = [r for r in routes if r.startswith("dae")]
     route_names = list(routes)
     rows = []
+    all_solves = {}
     for integrator, solver in CONFIGS:
         # the exact tree RHS is large: its stages loop (one copy compiled) instead of unrolling
         solves = {r: make_solve(v[0], solver, integrator=integrator, unroll=r != "ode")
                   for r, v in routes.items() if r in route_names}  # fmt: skip
+        all_solves[integrator, solver] = solves
         compile_s = {}
         for tol in tols:
             best = {}
@@ -458,6 +460,8 @@ def main(argv=None):
               f"premodel ODE {p}: DAE/ODE = {headline[clock]['dae_over_ode']}, DAE/premodel "
               f"ODE = {headline[clock]['dae_over_ode_premodel']}")  # fmt: skip
 
+    default = default_simulate(model, tols, repeats, y_ref, all_solves, routes, daes)
+
     best = ratios["erk/tsit5"]["cpu_s"]["best_dae"] or daes[0]
     alpha = beta = float(best[len("dae_a") :])
     drift = constraint_drift(model, y_ref, skip_mujoco=args.no_mujoco, gains=gains)
@@ -496,6 +500,7 @@ def main(argv=None):
         mujoco=mj_rows,
         ratios_at_1e_6=ratios,
         headline_at_1e_6=headline,
+        default_simulate=default,
         drift=drift,
         rhs_cost_us=costs,
         notes="wall_s / cpu_s = min over repeats of the compiled solve's wall / process-CPU time "
@@ -508,6 +513,63 @@ def main(argv=None):
     plot(out, RESULTS / "andrews_work_precision.png")
     print(f"wrote {RESULTS / 'andrews.json'} and {RESULTS / 'andrews_work_precision.png'}")
     return out
+
+
+def default_simulate(model, tols, repeats, y_ref, all_solves, routes, daes):
+    """The public call, timed whole (Python included): ``mb.simulate(model, q0, q̇0, T1,
+    rtol=tol, atol=tol)`` with its default solver (and with ``solver="dopri8"``), against every
+    DAE configuration, interleaved in the same rounds; time at 1e-6 and 1e-8 rad by log-log
+    interpolation, the DAE credited with its best integrator, solver and gain."""
+    q0, qd0 = jnp.array([an.BETA0]), jnp.zeros(1)
+    mb_routes = {"simulate_default": {}, "simulate_dopri8": {"solver": "dopri8"}}
+    fns = {}
+    for name, kw in mb_routes.items():
+        fns[name] = lambda tol, kw=kw: jaxmb.simulate(model, q0, qd0, T1, rtol=tol, atol=tol, **kw)
+    for (integrator, solver), solves in all_solves.items():
+        for r in daes:
+            s0 = routes[r][1]
+            fns[f"{r}/{integrator}/{solver}"] = lambda tol, f=solves[r], s0=s0: f(s0, tol)
+    rows, info = [], {}
+    t = time.perf_counter()
+    tr = fns["simulate_default"](tols[0])
+    info["first_call_s"] = time.perf_counter() - t
+    info["stats_first_call"] = {k: (v if isinstance(v, str) else float(v))
+                                for k, v in tr.stats.items()}  # fmt: skip
+    for tol in tols:
+        best = {}
+        out = {k: jax.block_until_ready(f(tol)) for k, f in fns.items()}  # compile, warm
+        for _ in range(repeats):
+            for k, f in fns.items():  # every route once per round: load hits all alike
+                c = time.process_time()
+                jax.block_until_ready(f(tol))
+                best[k] = min(best.get(k, np.inf), time.process_time() - c)
+        for k, o in out.items():
+            if k.startswith("simulate"):
+                s = jnp.concatenate([o.q_final, o.qd_final])[None]
+                err = float(np.max(np.abs(np.asarray(ode_angles(model, s))[0] - y_ref)))
+                extra = dict(steps=int(o.stats["num_steps"]), route_taken=o.stats["route"])
+            else:
+                err = float(np.max(np.abs(np.asarray(o[0])[0, :7] - y_ref)))
+                extra = dict(steps=int(o[1]))
+            rows.append(dict(route=k, tol=tol, error=err, cpu_s=best[k], **extra))
+        print(f"tol {tol:.0e}: " + ", ".join(f"{k} {best[k] * 1e3:.3f} ms" for k in fns)
+              + f"  [load {os.getloadavg()[0]:.1f}]", flush=True)  # fmt: skip
+    at = {}
+    for target in (1e-6, 1e-8):
+        w = {k: error_at_equal_accuracy([(r["error"], r["cpu_s"]) for r in rows
+                                         if r["route"] == k], target) for k in fns}  # fmt: skip
+        dae = [(v, k) for k, v in w.items() if not k.startswith("simulate") and v is not None]
+        d = min(dae) if dae else None
+        at[f"{target:.0e}"] = dict(
+            time_s=w, best_dae=d and d[1],
+            dae_over_simulate_default=d and w["simulate_default"] and d[0] / w["simulate_default"],
+            dae_over_simulate_dopri8=d and w["simulate_dopri8"] and d[0] / w["simulate_dopri8"],
+        )  # fmt: skip
+        print(f"DEFAULT mb.simulate at {target:.0e} rad (process CPU, whole call): best DAE {d}, "
+              f"simulate default {w['simulate_default']}, dopri8 {w['simulate_dopri8']}: DAE / "
+              f"default = {at[f'{target:.0e}']['dae_over_simulate_default']}, DAE / dopri8 = "
+              f"{at[f'{target:.0e}']['dae_over_simulate_dopri8']}")  # fmt: skip
+    return dict(rows=rows, at=at, **info)
 
 
 def _mujoco_version():

@@ -30,6 +30,7 @@ from ..kinematics import body_transforms, tree_kinematics
 from ..model import Model
 from .closed_form import closed_form_terms
 from .lagrangian import lagrangian_bias_forces, lagrangian_gravity_forces, lagrangian_mass_matrix
+from .per_state import tree_terms
 from .tree import batch_last_kinematics, cholesky_solve_bm, joint_space_terms, projected_terms
 
 __all__ = [
@@ -78,7 +79,7 @@ def mass_matrix(
     """
     _check_method(method)
     if method == "tree":
-        return projected_terms(model, tree_kinematics(model, q), jnp.zeros_like(q), want_g=False)[0]
+        return tree_terms(model, q, None, ("m",))[0]
     if method == "closed_form":
         return closed_form_terms(model, q, None, True, False, False)[0]
     return lagrangian_mass_matrix(model, q)
@@ -90,8 +91,7 @@ def bias_forces(
     """Coriolis and centrifugal forces ``N(q, q̇) q̇`` (left-hand side, gravity excluded), (nq,)."""
     _check_method(method)
     if method == "tree":
-        kin = tree_kinematics(model, q)
-        return projected_terms(model, kin, qd, want_m=False, want_g=False)[1]
+        return tree_terms(model, q, qd, ("n",))[0]
     if method == "closed_form":
         return closed_form_terms(model, q, qd, False, True, False)[0]
     return lagrangian_bias_forces(model, q, qd)
@@ -103,7 +103,7 @@ def gravity_forces(
     """Generalized gravity force ``G(q) = −∂V/∂q`` (right-hand side, Eq. 187), shape (nq,)."""
     _check_method(method)
     if method == "tree":
-        return projected_terms(model, tree_kinematics(model, q), jnp.zeros_like(q), want_m=False)[2]
+        return tree_terms(model, q, None, ("g",))[0]
     if method == "closed_form":
         return closed_form_terms(model, q, None, False, False, True)[0]
     return lagrangian_gravity_forces(model, q)

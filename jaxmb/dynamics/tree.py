@@ -49,6 +49,7 @@ from ..model import Model, ModelError
 
 __all__ = [
     "CHUNK",
+    "is_identity_map",
     "joint_space_terms",
     "projected_terms",
     "equations_of_motion_bm",
@@ -82,6 +83,7 @@ def joint_space_terms(
     thdd: Float[Array, "nj B"] | None,
     want_m: bool = True,
     want_g: bool = True,
+    want_c: bool = True,
 ):
     """M_θ (nj, nj, B), c_θ = RNEA(θ, θ̇, θ̈) without gravity (nj, B) and G_θ (nj, B).
 
@@ -90,21 +92,23 @@ def joint_space_terms(
             :func:`jaxmb.kinematics.world_poses`. Sw, Sv: joint axes (3, nb, B) from
             :func:`jaxmb.kinematics.joint_axes`.
         thd, thdd: joint rates and accelerations (nj, B); ``thdd=None`` means θ̈ = 0.
-        want_m, want_g: compute M_θ (CRBA) and G_θ; ``None`` in their place otherwise.
+        want_m, want_g, want_c: compute M_θ (CRBA), G_θ and c_θ (RNEA); ``None`` in their
+            place otherwise.
     """
     dtype = o.dtype
     nb, B = thd.shape
     anc = jnp.asarray(model.ancestors, dtype)  # anc[i, j]: j ⪯ i
     # velocities V = Anc (S θ̇); accelerations a = Anc (S θ̈ + V × S θ̇)
-    sw, sv = Sw * thd, Sv * thd
-    V = _anc_sum(anc, jnp.concatenate([sw, sv]))
-    Vw, Vv = V[:3], V[3:]
-    xw = cross3(Vw, sw)
-    xv = cross3(Vw, sv) + cross3(Vv, sw)
-    if thdd is not None:
-        xw, xv = xw + Sw * thdd, xv + Sv * thdd
-    Acc = _anc_sum(anc, jnp.concatenate([xw, xv]))
-    Aw, Av = Acc[:3], Acc[3:]
+    if want_c:
+        sw, sv = Sw * thd, Sv * thd
+        V = _anc_sum(anc, jnp.concatenate([sw, sv]))
+        Vw, Vv = V[:3], V[3:]
+        xw = cross3(Vw, sw)
+        xv = cross3(Vw, sv) + cross3(Vv, sw)
+        if thdd is not None:
+            xw, xv = xw + Sw * thdd, xv + Sv * thdd
+        Acc = _anc_sum(anc, jnp.concatenate([xw, xv]))
+        Aw, Av = Acc[:3], Acc[3:]
     # world spatial inertias about the origin: m, h = m c_w, Ī = R I_c Rᵀ + m (|c_w|² 1 − c_w c_wᵀ)
     m = model.mass.astype(dtype)[:, None]
     cw = o + mv3(R, model.com.astype(dtype).T[:, :, None])
@@ -119,18 +123,22 @@ def joint_space_terms(
     def inertia_apply(Ib, h, m, w, v):
         return mv3(Ib, w) + cross3(h, v), m * v - cross3(h, w)
 
-    n1, f1 = inertia_apply(Ibar, h, m, Aw, Av)
-    hn, hf = inertia_apply(Ibar, h, m, Vw, Vv)
-    fn = n1 + cross3(Vw, hn) + cross3(Vv, hf)
-    ff = f1 + cross3(Vw, hf)
-    parts = [fn, ff]
+    parts = []
+    if want_c:
+        n1, f1 = inertia_apply(Ibar, h, m, Aw, Av)
+        hn, hf = inertia_apply(Ibar, h, m, Vw, Vv)
+        parts += [n1 + cross3(Vw, hn) + cross3(Vv, hf), f1 + cross3(Vw, hf)]
     if want_g:
         g = model.gravity.astype(dtype)[:, None, None]
         gn = cross3(h, -g)  # every body sees the same fictitious acceleration −g: no recursion
-        parts += [gn, jnp.broadcast_to(-m * g, fn.shape)]
-    F = _anc_sum(anc.T, jnp.concatenate(parts))  # descendant sums
-    c = _dot(Sw, F[0:3]) + _dot(Sv, F[3:6])
-    G = -(_dot(Sw, F[6:9]) + _dot(Sv, F[9:12])) if want_g else None
+        parts += [gn, jnp.broadcast_to(-m * g, gn.shape)]
+    c = G = None
+    if parts:
+        F = _anc_sum(anc.T, jnp.concatenate(parts))  # descendant sums
+        if want_c:
+            c, F = _dot(Sw, F[0:3]) + _dot(Sv, F[3:6]), F[6:]
+        if want_g:
+            G = -(_dot(Sw, F[0:3]) + _dot(Sv, F[3:6]))
     if not want_m:
         return None, c, G
     # CRBA: composite inertias are descendant sums of (m, h, Ī); P[i, j] = S_j · (I^c_i S_i)
@@ -154,6 +162,12 @@ def _is_identity(joint_map) -> bool | None:
     except Exception:  # tracers
         return None
     return A.shape[0] == A.shape[1] and np.array_equal(A, np.eye(A.shape[0])) and not b.any()
+
+
+def is_identity_map(model: Model) -> bool | None:
+    """True/False when ``model.joint_map`` is (is not) ``f(q) = q`` with concrete values; None
+    when its values are traced (undecidable)."""
+    return _is_identity(model.joint_map)
 
 
 def _resolve_identity(model: Model, identity_map):
@@ -213,6 +227,8 @@ def equations_of_motion_bm(
     want_m: bool = True,
     identity_map: bool | None = None,
     chunk: int | None = CHUNK,
+    want_n: bool = True,
+    want_g: bool = True,
 ):
     """M, N q̇ and G for B states stored batch-last: ``q``, ``qd`` of shape (nq, B).
 
@@ -224,6 +240,7 @@ def equations_of_motion_bm(
             ``None`` decides from the map's values when they are concrete, else projects.
         chunk: when B is a larger multiple of it, the batch is processed ``chunk`` states at a time
             (``lax.map``) so that the (nb, chunk) intermediates stay in cache; ``None`` = at once.
+        want_n, want_g: compute N q̇ (RNEA) and G; ``None`` in their place otherwise.
 
     Returns:
         ``(M (nq, nq, B), Nq̇ (nq, B), G (nq, B))``: mass matrix (kg·m² etc.), Coriolis/centrifugal
@@ -239,23 +256,25 @@ def equations_of_motion_bm(
     B = q.shape[1]
     if chunk is not None and B > chunk and B % chunk == 0:
         split = lambda x: jnp.moveaxis(x.reshape(x.shape[0], B // chunk, chunk), 1, 0)
-        one = lambda x: equations_of_motion_bm(model, x[0], x[1], want_m, identity_map, None)
+        one = lambda x: equations_of_motion_bm(
+            model, x[0], x[1], want_m, identity_map, None, want_n, want_g
+        )
         out = jax.lax.map(one, (split(q), split(qd)))
         join = lambda y: None if y is None else jnp.moveaxis(y, 0, -2).reshape(y.shape[1:-1] + (B,))
         return tuple(join(y) for y in out)
     if _resolve_identity(model, identity_map):
         R, o, Rpar = world_poses(model, q)
         Sw, Sv = joint_axes(model, o, Rpar)
-        return joint_space_terms(model, R, o, Sw, Sv, qd, None, want_m)
+        return joint_space_terms(model, R, o, Sw, Sv, qd, None, want_m, want_g, want_n)
     f, J, H = jax.vmap(model.joint_map.derivatives, in_axes=1)(q)  # (B, nj), (B, nj, nq), ...
     qdb = qd.T
     thd = jnp.einsum("bjl,bl->jb", J, qdb)
     gamma = jnp.einsum("bjlm,bl,bm->jb", H, qdb, qdb)
     R, o, Rpar = world_poses(model, f.T.astype(q.dtype))
     Sw, Sv = joint_axes(model, o, Rpar)
-    Mt, ct, Gt = joint_space_terms(model, R, o, Sw, Sv, thd, gamma, want_m)
-    Nqd = jnp.einsum("bjk,jb->kb", J, ct)
-    G = jnp.einsum("bjk,jb->kb", J, Gt)
+    Mt, ct, Gt = joint_space_terms(model, R, o, Sw, Sv, thd, gamma, want_m, want_g, want_n)
+    Nqd = None if ct is None else jnp.einsum("bjk,jb->kb", J, ct)
+    G = None if Gt is None else jnp.einsum("bjk,jb->kb", J, Gt)
     M = None
     if Mt is not None:
         M = jnp.einsum("bjk,jlb,bln->knb", J, Mt, J)

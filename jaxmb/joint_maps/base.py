@@ -45,6 +45,14 @@ class AbstractJointMap(eqx.Module):
         """``(f, J, H)`` together; override where they share work (an implicit solve)."""
         return self(q), self.jacobian(q), self.hessian(q)
 
+    def periods(self) -> tuple[float | None, ...] | None:
+        """Per coordinate, the period P after which every body is back in the same pose
+        (``f(q + P e_k)`` differs from ``f(q)`` by whole turns of revolute joints: a crank angle
+        that turns round has P = 2π), or None where there is none; ``None`` (the default): not
+        declared. :func:`jaxmb.simulate` uses it to premodel a one-coordinate model's dynamics
+        automatically (a Fourier fit over one period, checked against the exact route)."""
+        return None
+
 
 class LinearMap(AbstractJointMap):
     """``f(q) = A q + b``: identity maps, fixed joints (zero rows) and linear couplings.

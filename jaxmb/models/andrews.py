@@ -192,6 +192,10 @@ class AndrewsJointMap(AbstractJointMap):
     def hessian(self, q):
         return self.derivatives(q)[2]
 
+    def periods(self) -> tuple[float]:
+        """β is a crank angle: after a turn every body is back (Θ changes by −2π)."""
+        return (2.0 * np.pi,)
+
     def constraint_residual(self, f: Float[Array, " 7"]) -> Float[Array, " 6"]:
         """The test set's g (six loop closures, m) at joint variables f in tree order."""
         return dae_constraints(_geometry_dict(self), to_test_set(f))

@@ -34,6 +34,7 @@ from jaxtyping import Array, Float
 
 from ..dynamics import batched_forward_dynamics, try_forward_dynamics
 from ..model import Model
+from .routes import PREMODEL_TOL, choose_route
 
 __all__ = [
     "SOLVERS",
@@ -107,9 +108,17 @@ def _solver(name: str, rtol, atol):
     raise ValueError(f"unknown solver {name!r}; choose one of {SOLVERS}")
 
 
-def _solve(model, q0, qd0, t0, t1, ts, tau, dt0, rtol, atol, dtmin, *, solver, max_steps, progress):
-    """One diffrax solve (traced); returns a Trajectory."""
-    rhs = ode_rhs(model, tau)
+def _solve(
+    model, q0, qd0, t0, t1, ts, tau, dt0, rtol, atol, dtmin, pm=None, *, solver, max_steps,
+    progress,
+):  # fmt: skip
+    """One diffrax solve (traced); returns a Trajectory. With a premodel ``pm`` (one coordinate,
+    no tau) it is the right-hand side, and ``stats["premodel_deviation"]`` is its largest
+    deviation from the exact route at the first and last state, relative to |a| + |b| q̇²."""
+    if pm is None:
+        rhs = ode_rhs(model, tau)
+    else:
+        rhs = lambda t, y, args: (y[1], pm(y[0], y[1]))
     if solver in _IMEX:
         zero = lambda t, y, args: jax.tree_util.tree_map(jnp.zeros_like, y)
         terms = dfx.MultiTerm(dfx.ODETerm(zero), dfx.ODETerm(rhs))
@@ -140,6 +149,10 @@ def _solve(model, q0, qd0, t0, t1, ts, tau, dt0, rtol, atol, dtmin, *, solver, m
         for k in ("num_steps", "num_accepted_steps", "num_rejected_steps")
     }
     stats["max_steps"] = max_steps
+    if pm is not None:
+        stats["premodel_deviation"] = _premodel_deviation(
+            model, pm, jnp.stack([q0, q_end[0]]), jnp.stack([qd0, qd_end[0]])
+        )
     return Trajectory(
         ts=ts_out,
         q=q,
@@ -155,11 +168,34 @@ def _solve(model, q0, qd0, t0, t1, ts, tau, dt0, rtol, atol, dtmin, *, solver, m
 _solve_jit = eqx.filter_jit(_solve)
 
 
+def _premodel_deviation(model, pm, qs, qds):
+    """max |q̈_premodel − q̈_exact| / (|a| + |b| q̇² + tiny) over the states (k, 1): the run-time
+    check of the premodel against the exact tree route."""
+
+    def one(q, qd):
+        exact, _ = try_forward_dynamics(model, q, qd)
+        a, b = pm.terms(q)
+        scale = jnp.abs(a) + jnp.abs(b) * qd[0] ** 2 + jnp.finfo(qd.dtype).tiny
+        return jnp.abs(pm(q, qd)[0] - exact[0]) / scale
+
+    dev = jax.vmap(one)(qs, qds)
+    return jnp.max(jnp.where(jnp.isfinite(dev), dev, jnp.inf))
+
+
+def _as_float(x):
+    """x as a float array for the compiled solve: a JAX array (or tracer) kept as it is when it
+    already has the default float type, anything else through NumPy (``jnp.asarray`` of a Python
+    scalar costs ~0.1 ms of dispatch, a large part of a solve of a cheap right-hand side)."""
+    if isinstance(x, jax.Array):
+        return x if x.dtype == jnp.result_type(float) else x.astype(float)
+    return np.asarray(x, dtype=jnp.result_type(float))
+
+
 def _prepare(model, q0, qd0, t0, t1, ts, dt0, rtol, atol, dtmin, solver, batch_dims=0):
     if solver not in SOLVERS:
         raise ValueError(f"unknown solver {solver!r}; choose one of {SOLVERS}")
-    q0 = jnp.asarray(q0, dtype=float)
-    qd0 = jnp.asarray(qd0, dtype=float)
+    q0 = _as_float(q0)
+    qd0 = _as_float(qd0)
     want = (model.nq,)
     if q0.shape[batch_dims:] != want or qd0.shape[batch_dims:] != want:
         raise ValueError(
@@ -169,7 +205,7 @@ def _prepare(model, q0, qd0, t0, t1, ts, dt0, rtol, atol, dtmin, solver, batch_d
     if not (np.isfinite(float(t0)) and np.isfinite(float(t1))) or float(t1) <= float(t0):
         raise ValueError(f"need finite t0 < t1, got t0={t0}, t1={t1}")
     if ts is not None:
-        ts = jnp.asarray(ts, dtype=float)
+        ts = _as_float(ts)
         tsn = np.asarray(ts)
         if tsn.ndim != 1 or tsn.size == 0:
             raise ValueError(f"ts must be a non-empty 1-D array of times, got shape {tsn.shape}")
@@ -177,7 +213,7 @@ def _prepare(model, q0, qd0, t0, t1, ts, dt0, rtol, atol, dtmin, solver, batch_d
             raise ValueError(f"ts must be non-decreasing within [t0, t1] = [{t0}, {t1}]")
     if dtmin is None:
         dtmin = 1e-14 * (float(t1) - float(t0))
-    f = lambda x: None if x is None else jnp.asarray(x, dtype=float)
+    f = lambda x: None if x is None else _as_float(x)
     return q0, qd0, f(t0), f(t1), ts, f(dt0), f(rtol), f(atol), f(dtmin)
 
 
@@ -268,6 +304,7 @@ def simulate(
     tau=None,
     progress: bool = False,
     throw: bool = True,
+    route: str = "auto",
 ) -> Trajectory:
     """Integrate ``M q̈ + N q̇ = G + Q_applied + τ`` from ``(q0, q̇0)`` at t0 to t1.
 
@@ -288,41 +325,67 @@ def simulate(
         progress: show a tqdm progress bar (``diffrax.TqdmProgressMeter``).
         throw: raise :class:`SimulationError` if t1 is not reached; else return the partial
             :class:`Trajectory` with its ``result``.
+        route: the right-hand side. ``"exact"``: the tree route (joint map, CRBA/RNEA, force
+            elements) at every evaluation. ``"premodel"``: the one-coordinate premodel
+            ``q̈ = a(q) + b(q) q̇²`` (:mod:`jaxmb.simulation.routes`; raises where it does not
+            apply). ``"auto"`` (default): the premodel where it applies (nq = 1, a joint map with
+            a declared period, force elements depending on q only, no tau) and its fit is exact
+            to 1e-12 relative; otherwise, or if the run-time check at the first and last state
+            finds a larger deviation from the exact route, the exact route. ``stats["route"]``
+            says which ran (with ``premodel_fit_s``, the fit's seconds on the call that fitted,
+            and ``premodel_deviation``).
 
     Returns:
         :class:`Trajectory` with ts (nt,), q and qd (nt, nq), stats and result.
     """
-    args = _prepare(model, q0, qd0, t0, t1, ts, dt0, rtol, atol, dtmin, solver)
+    pm, info = choose_route(model, route, tau)
+    run = lambda pm: _run_solve(
+        "simulate", _solve_jit, model, q0, qd0, t0, t1, ts, dt0, rtol, atol, dtmin, tau, solver,
+        batch_dims=0, pm=pm, max_steps=int(max_steps), progress=bool(progress),
+    )  # fmt: skip
+    traj = run(pm)
+    if pm is not None:
+        dev = float(traj.stats["premodel_deviation"])
+        if not dev <= PREMODEL_TOL:  # NaN included: never integrate an unchecked premodel
+            if route == "premodel":
+                raise SimulationError(
+                    f"simulate({model.name!r}, route='premodel'): the premodel deviates from the "
+                    f"exact route by {dev:.3g} (relative) along the solve, above {PREMODEL_TOL:g}"
+                )
+            info = {"route": "exact", "premodel_declined": f"run-time deviation {dev:.3g}"}
+            traj = run(None)
+    traj.stats.update(info)
+    if throw and int(traj.result._value) != int(dfx.RESULTS.successful._value):
+        raise SimulationError(
+            f"simulate({model.name!r}, solver={solver!r}): " + _diagnose(model, traj, tau)
+        )
+    return traj
+
+
+def _run_solve(
+    caller, solve, model, q0, qd0, t0, t1, ts, dt0, rtol, atol, dtmin, tau, solver, *,
+    batch_dims, **static,
+):  # fmt: skip
+    """The set-up :func:`simulate` and :func:`simulate_batch` share: checked, converted inputs,
+    the compiled solve, and a right-hand-side check that fired turned into a
+    :class:`SimulationError` naming the caller, model and solver."""
+    args = _prepare(model, q0, qd0, t0, t1, ts, dt0, rtol, atol, dtmin, solver, batch_dims)
     q0, qd0, t0, t1, ts, dt0, rtol, atol, dtmin = args
+    if batch_dims and q0.shape[0] != qd0.shape[0]:
+        raise ValueError(
+            f"q0s and qd0s have different batch sizes: {q0.shape[0]} vs {qd0.shape[0]}"
+        )
     try:
-        traj = _solve_jit(
-            model,
-            q0,
-            qd0,
-            t0,
-            t1,
-            ts,
-            tau,
-            dt0,
-            rtol,
-            atol,
-            dtmin,
-            solver=solver,
-            max_steps=int(max_steps),
-            progress=bool(progress),
+        return solve(
+            model, q0, qd0, t0, t1, ts, tau, dt0, rtol, atol, dtmin, solver=solver, **static
         )
     except eqx.EquinoxRuntimeError as e:
         # a check inside the right-hand side fired (an implicit joint map that did not
         # converge, a singular mass matrix): say where it came from
         raise SimulationError(
-            f"simulate({model.name!r}, solver={solver!r}): the right-hand side raised during "
+            f"{caller}({model.name!r}, solver={solver!r}): the right-hand side raised during "
             f"integration: {_first_line(e)}"
         ) from e
-    if throw and not bool(traj.successful):
-        raise SimulationError(
-            f"simulate({model.name!r}, solver={solver!r}): " + _diagnose(model, traj, tau)
-        )
-    return traj
 
 
 def _batch_solve(
@@ -390,36 +453,10 @@ def simulate_batch(
         if model_axes is not None:
             raise ValueError("simulate_batch: give batched_model=True or model_axes, not both")
         model_axes = eqx.if_array(0)
-    args = _prepare(model, q0s, qd0s, t0, t1, ts, dt0, rtol, atol, dtmin, solver, batch_dims=1)
-    q0s, qd0s, t0, t1, ts, dt0, rtol, atol, dtmin = args
-    if q0s.shape[0] != qd0s.shape[0]:
-        raise ValueError(
-            f"q0s and qd0s have different batch sizes: {q0s.shape[0]} vs {qd0s.shape[0]}"
-        )
-    try:
-        traj = _batch_solve_jit(
-            model,
-            q0s,
-            qd0s,
-            t0,
-            t1,
-            ts,
-            tau,
-            dt0,
-            rtol,
-            atol,
-            dtmin,
-            model_axes=model_axes,
-            solver=solver,
-            max_steps=int(max_steps),
-        )
-    except eqx.EquinoxRuntimeError as e:
-        # a check inside the right-hand side fired (an implicit joint map that did not
-        # converge, a singular mass matrix): say where it came from
-        raise SimulationError(
-            f"simulate_batch({model.name!r}, solver={solver!r}): the right-hand side raised during "
-            f"integration: {_first_line(e)}"
-        ) from e
+    traj = _run_solve(
+        "simulate_batch", _batch_solve_jit, model, q0s, qd0s, t0, t1, ts, dt0, rtol, atol, dtmin,
+        tau, solver, batch_dims=1, model_axes=model_axes, max_steps=int(max_steps),
+    )  # fmt: skip
     if throw:
         ok = np.asarray(traj.successful)
         if not ok.all():
@@ -478,10 +515,12 @@ def erk_solve(
 ) -> ERKResult:
     """Adaptive embedded Runge–Kutta for a flat state ``ẏ = rhs(t, y)``, end state only.
 
-    ``diffeqsolve`` with diffrax's ``Tsit5`` / ``Dopri5`` / ``Dopri8``, an integral controller
-    (exponent 1/order, ``safety``, factor clip ``[factormin, factormax]``) and
-    ``diffrax.ForwardMode``, whose plain while loop is the cheapest for small right-hand sides:
-    forward-mode and vmap work; for reverse-mode use :func:`simulate`.
+    ``diffeqsolve`` with diffrax's ``Tsit5`` / ``Dopri5`` / ``Dopri8`` (stages in a plain
+    ``lax`` loop, ``scan_kind="lax"``), an integral controller (diffrax's error order, ``safety``,
+    factor clip ``[factormin, factormax]``) and ``diffrax.ForwardMode``, whose plain while loop is
+    the cheapest for small right-hand sides: as fast per solve as the hand-written loop it replaced
+    (``benchmarks/erk_driver.py``). Forward-mode and vmap work; for reverse-mode use
+    :func:`simulate`.
 
     Args:
         rhs: ``(t, y) -> ẏ``, y of shape (n,). y0: (n,) initial state. t0 < t1: times (s).
@@ -510,7 +549,9 @@ def _erk_solve(rhs, y0, t0, t1, rtol, atol, safety, factormin, factormax, *, met
     )  # fmt: skip
     sol = dfx.diffeqsolve(
         dfx.ODETerm(lambda t, y, args: rhs(t, y)),
-        _EXPLICIT[method](),
+        # the stages as a plain lax loop: diffrax's default checkpointed stage loop (kept for
+        # reverse mode) costs ~60 µs more per Dopri8 step on a cheap RHS; ForwardMode needs none
+        _EXPLICIT[method](scan_kind="lax"),
         jnp.asarray(t0, dtype),
         jnp.asarray(t1, dtype),
         None,

@@ -339,3 +339,33 @@ def test_premodel_erk_reaches_published_reference(model, premodel):
     ya, yv = an.reference_solution()
     assert np.max(np.abs(y - ya)) < 1e-7, np.max(np.abs(y - ya))
     assert np.max(np.abs(yd - yv)) < 1e-6 * np.max(np.abs(yv))
+
+
+# ---------------------------------------------------- the default simulate route: auto premodel
+
+
+def test_default_simulate_takes_the_checked_premodel(model):
+    """mb.simulate picks the premodel by itself for the squeezer (nq = 1, a declared period,
+    position-only forces) and reports it: fit exact to 1e-12, run-time deviation ≤ 1e-12, and the
+    published reference reached as with the exact route (test above: 1e-7 rad)."""
+    traj = mb.simulate(model, jnp.array([an.BETA0]), jnp.zeros(1), 0.03, solver="dopri8",
+                       rtol=1e-10, atol=1e-10)  # fmt: skip
+    assert traj.stats["route"] == "premodel", traj.stats
+    assert traj.stats["premodel_fit_error"] <= 1e-12
+    assert float(traj.stats["premodel_deviation"]) <= 1e-12
+    y, _ = _test_set_state(model, traj.q[-1], traj.qd[-1])
+    assert np.max(np.abs(y - an.reference_solution()[0])) < 1e-7
+
+
+@pytest.mark.slow
+def test_default_simulate_equals_the_exact_route(model):
+    """route='auto' (premodel) and route='exact' (tree dynamics at every step) give the same
+    trajectory: same steps, states within 1e-10 (Tsit5, tol 1e-8, t = 0.03)."""
+    run = lambda route: mb.simulate(model, jnp.array([an.BETA0]), jnp.zeros(1), 0.03,
+                                    ts=jnp.linspace(0, 0.03, 7), rtol=1e-8, atol=1e-8,
+                                    route=route)  # fmt: skip
+    auto, exact = run("auto"), run("exact")
+    assert auto.stats["route"] == "premodel" and exact.stats["route"] == "exact"
+    assert int(auto.stats["num_steps"]) == int(exact.stats["num_steps"])
+    np.testing.assert_allclose(auto.q, exact.q, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(auto.qd, exact.qd, rtol=0, atol=1e-10 * np.max(np.abs(exact.qd)))

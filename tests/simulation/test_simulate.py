@@ -117,6 +117,19 @@ def test_nonfinite_right_hand_side_is_named():
         sim.simulate(model, jnp.array([0.0]), jnp.array([1.0]), 2.0, max_steps=2000)
 
 
+def test_route_is_reported_and_premodel_declined_with_its_reason(pendulum):
+    """The automatic route says what ran; a premodel that does not apply is declined by name."""
+    q0, qd0 = jnp.array([0.2, 0.1]), jnp.zeros(2)
+    tr = sim.simulate(pendulum, q0, qd0, 0.2)
+    assert tr.stats["route"] == "exact"
+    assert "nq = 2" in tr.stats["premodel_declined"]
+    assert sim.simulate(pendulum, q0, qd0, 0.2, route="exact").stats["route"] == "exact"
+    with pytest.raises(ValueError, match="route='premodel'.*nq = 2"):
+        sim.simulate(pendulum, q0, qd0, 0.2, route="premodel")
+    with pytest.raises(ValueError, match="unknown route 'fast'"):
+        sim.simulate(pendulum, q0, qd0, 0.2, route="fast")
+
+
 def test_bad_arguments(pendulum):
     with pytest.raises(ValueError, match="unknown solver 'euler'"):
         sim.simulate(pendulum, jnp.zeros(2), jnp.zeros(2), 1.0, solver="euler")

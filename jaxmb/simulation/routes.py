@@ -1,0 +1,89 @@
+"""Which right-hand side :func:`jaxmb.simulate` integrates: the exact tree route or, automatically
+where it is exact to round-off, a spectral premodel of the same dynamics.
+
+A one-coordinate model whose joint map declares a period (``joint_map.periods()``, e.g. Andrews'
+crank angle) and whose force elements depend on q alone has ``q̈ = a(q) + b(q) q̇²`` with a, b
+periodic: :func:`jaxmb.dynamics.premodel_dynamics` fits them once by a Fourier series. That fit is
+used only when it is exact to :data:`PREMODEL_TOL` (relative, at points between the fitting nodes);
+each solve then also compares it with the exact route at its first and last state (inside the
+compiled solve) and falls back to the exact route if they differ by more than that. The fit
+happens once per model object (cached while the model lives); its time is reported in
+``Trajectory.stats["premodel_fit_s"]`` on the call that paid for it.
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+
+import jax
+import numpy as np
+
+from ..dynamics import PremodelDynamics, premodel_dynamics
+from ..model import Model
+
+__all__ = ["ROUTES", "PREMODEL_TOL", "PREMODEL_SAMPLES", "choose_route"]
+
+ROUTES = ("auto", "exact", "premodel")
+#: largest relative deviation of the premodel from the exact route that the automatic route accepts
+PREMODEL_TOL = 1e-12
+#: Fourier samples per period (measured on Andrews' squeezer: 96 give ~2e-15 relative)
+PREMODEL_SAMPLES = 96
+
+_FITS: dict[int, tuple[weakref.ref, PremodelDynamics | None, str, float]] = {}
+
+
+def _fit(model: Model) -> tuple[PremodelDynamics | None, str, float]:
+    """(premodel or None, why not / how, fit seconds), cached per live model object."""
+    hit = _FITS.get(id(model))
+    if hit is not None and hit[0]() is model:
+        return hit[1], hit[2], 0.0
+    t = time.perf_counter()
+    pm, why = None, ""
+    periods = model.joint_map.periods()
+    if model.nq != 1:
+        why = f"nq = {model.nq} (the premodel is for one-coordinate models)"
+    elif model.muscles is not None and len(getattr(model.muscles, "names", ())) > 0:
+        why = "the model has muscles"
+    elif periods is None or periods[0] is None:
+        why = f"joint map {type(model.joint_map).__name__} declares no period"
+    elif any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(model)):
+        # a fit is numbers, not a function of the model's parameters: no derivatives through it
+        why = "the model's parameters are traced (jit/grad over the model)"
+    else:
+        try:
+            pm = premodel_dynamics(
+                model, period=float(periods[0]), n=PREMODEL_SAMPLES, tol=PREMODEL_TOL
+            )
+            why = f"Fourier fit, {PREMODEL_SAMPLES} samples, relative error {max(pm.fit_error):.1e}"
+        except ValueError as e:  # velocity/time-dependent force, fit not exact: the exact route
+            why = str(e)
+    seconds = time.perf_counter() - t
+    if "traced" in why:
+        return pm, why, seconds
+    key = id(model)
+    try:
+        _FITS[key] = (weakref.ref(model, lambda _: _FITS.pop(key, None)), pm, why, seconds)
+    except TypeError:  # not weak-referenceable: no cache
+        pass
+    return pm, why, seconds
+
+
+def choose_route(model: Model, route: str, tau) -> tuple[PremodelDynamics | None, dict]:
+    """The premodel to integrate (None: the exact route) and what to report about the choice."""
+    if route not in ROUTES:
+        raise ValueError(f"unknown route {route!r}; choose one of {ROUTES}")
+    if route == "exact":
+        return None, {"route": "exact"}
+    if tau is not None:
+        why = "an extra generalized force tau is given"
+        pm, fit_s = None, 0.0
+    else:
+        pm, why, fit_s = _fit(model)
+    if pm is None:
+        if route == "premodel":
+            raise ValueError(f"simulate({model.name!r}, route='premodel'): not premodelled: {why}")
+        return None, {"route": "exact", "premodel_declined": why}
+    info = {"route": "premodel", "premodel": why, "premodel_fit_s": fit_s}
+    info["premodel_fit_error"] = float(np.max(pm.fit_error))
+    return pm, info
