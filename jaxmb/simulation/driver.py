@@ -34,6 +34,7 @@ from jaxtyping import Array, Float
 
 from ..dynamics import batched_forward_dynamics, try_forward_dynamics
 from ..model import Model
+from .checks import check_run_arguments
 
 __all__ = [
     "SOLVERS",
@@ -175,6 +176,7 @@ def _prepare(model, q0, qd0, t0, t1, ts, dt0, rtol, atol, dtmin, solver, batch_d
             raise ValueError(f"ts must be a non-empty 1-D array of times, got shape {tsn.shape}")
         if np.any(np.diff(tsn) < 0) or tsn[0] < float(t0) or tsn[-1] > float(t1):
             raise ValueError(f"ts must be non-decreasing within [t0, t1] = [{t0}, {t1}]")
+    check_run_arguments(q0, qd0, rtol, atol, dt0, dtmin, model.coordinate_names)
     if dtmin is None:
         dtmin = 1e-14 * (float(t1) - float(t0))
     f = lambda x: None if x is None else jnp.asarray(x, dtype=float)
