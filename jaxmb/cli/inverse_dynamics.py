@@ -10,7 +10,7 @@ import numpy as np
 from ..analyses import gait
 from ..analyses import newton_euler as ne
 from ..plots import plot_joint_loads
-from .common import CliError
+from .common import CliError, output_dir, table
 
 __all__ = ["add_parser", "run", "JOINT_OF"]
 
@@ -51,13 +51,14 @@ def run(args) -> int:
     """Write ``<stem>_joint_loads.csv`` (time, then per joint F{x,y,z} N ground frame, M{x,y,z} N·m
     ground frame and the segment-frame moment) and ``<stem>_joint_loads.png``; print their paths.
     Returns the exit status; unusable data ends in a :class:`CliError` naming it."""
+    out = output_dir(args.out)
     try:
-        return _joint_loads_files(args)
+        return _joint_loads_files(args, out)
     except (gait.GaitDataError, ne.NewtonEulerError, OSError) as e:
         raise CliError(str(e).splitlines()[0]) from None
 
 
-def _joint_loads_files(args) -> int:
+def _joint_loads_files(args, out: Path) -> int:
     fmt = args.format
     src = Path(args.data)
     if fmt == "auto":
@@ -67,14 +68,14 @@ def _joint_loads_files(args) -> int:
         cutoff = args.cutoff if args.source == "markers" else None
         chain, motion, load = gait.winter_inputs(data, args.source, cutoff=cutoff)
         time, stem = data.time, f"winter_{args.source}"
+        reference = gait.winter_reference(data)
     else:
         trial = gait.read_bmc3d(src)
         cutoff = 6.0 if args.cutoff is None else args.cutoff
         chain, motion, load, st = gait.bmc3d_inputs(trial, args.body_mass, cutoff)
         time, stem = trial.time[st], Path(trial.path).stem
+        reference = None
     loads = ne.joint_loads(chain, motion, load)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     joints = [JOINT_OF.get(s, s) for s in chain.names]
     header, cols = ["time_s"], [np.asarray(time)]
     for i, (s, j) in enumerate(zip(chain.names, joints, strict=True)):
@@ -89,6 +90,52 @@ def _joint_loads_files(args) -> int:
     np.savetxt(csv_path, np.stack(cols, 1), delimiter=",", header=",".join(header), comments="")
     png_path = out / f"{stem}_joint_loads.png"
     plot_joint_loads(png_path, time, chain.names, joints, loads)
-    print(csv_path)
-    print(png_path)
+    rows = [
+        ("data", f"{args.data} ({fmt}{', ' + args.source if fmt == 'winter' else ''})"),
+        ("frames", f"{len(time)}, t = {float(time[0]):.4g} .. {float(time[-1]):.4g} s"),
+    ]
+    for i, (s, j) in enumerate(zip(chain.names, joints, strict=True)):
+        mz = np.asarray(loads.moment[:, i, 2])
+        fn = np.linalg.norm(np.asarray(loads.force[:, i]), axis=1)
+        rows.append(
+            (
+                f"{j} on {s}",
+                f"moment (segment z) {mz.min():.1f} .. {mz.max():.1f} N·m,"
+                f" |force| max {fn.max():.1f} N",
+            )
+        )
+    print(table(rows))
+    if reference is not None:
+        print()
+        print(_winter_comparison(chain.names, joints, loads, reference))
+    print()
+    print(table([("csv", str(csv_path)), ("png", str(png_path))]))
     return 0
+
+
+def _winter_comparison(segments, joints, loads, reference) -> str:
+    """RMS and largest differences against Winter's Table A.5, per joint."""
+    rows = []
+    for i, (s, j) in enumerate(zip(segments, joints, strict=True)):
+        dm = np.asarray(loads.moment[:, i, 2]) - reference["moment"][:, i]
+        df = np.asarray(loads.force[:, i, :2]) - reference["force"][:, i]
+        peak = np.abs(reference["moment"][:, i]).max()
+        rows.append(
+            (
+                f"{j} on {s}",
+                f"{np.sqrt(np.mean(dm**2)):.3f}",
+                f"{np.abs(dm).max():.3f}",
+                f"{peak:.1f}",
+                f"{np.sqrt(np.mean(df**2)):.3f}",
+                f"{np.abs(df).max():.3f}",
+            )
+        )
+    head = (
+        "against Winter's Table A.5",
+        "moment RMS (N·m)",
+        "max (N·m)",
+        "|A.5 moment| max",
+        "force RMS (N)",
+        "max (N)",
+    )
+    return table(rows, head)
