@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -114,6 +115,28 @@ def _callable(r: FileReader, v, path, coords, params, signature, allow_none=True
     return r.make_expressions(sources, cs, _param_names(params), signature, path)
 
 
+_PROBES = (0.0, 0.1, -0.1, 0.5, -0.5, 1.0, -1.0, 2.0)
+
+
+def _probe_expressions(r: FileReader, jm: ExplicitMap, sources, path) -> None:
+    """Refuse an expression that is not finite at any of a few probe poses (``log(-1.0) + q``):
+    such a map loads but gives an all-NaN model."""
+    qs = jnp.asarray(np.outer(_PROBES, np.ones(jm.nq)))
+    try:
+        f = np.asarray(jax.vmap(jm)(qs))
+    except Exception:  # an evaluation error is reported where the map is used
+        return
+    dead = np.flatnonzero(~np.any(np.isfinite(f), axis=0))
+    if dead.size:
+        k = int(dead[0])
+        raise r.error(
+            join_path(path, k),
+            f"expression {sources[k]!r} is not finite (NaN or inf) at any probed q (every"
+            f" coordinate at {', '.join(f'{x:g}' for x in _PROBES)}): e.g. a log or sqrt of a"
+            " negative number",
+        )
+
+
 def _dec_joint_map(r: FileReader, v, path, coords, nb) -> AbstractJointMap:
     r.obj(v, path)
     if "__module__" in v and "kind" not in v:
@@ -165,7 +188,9 @@ def _dec_joint_map(r: FileReader, v, path, coords, nb) -> AbstractJointMap:
             _sugar(r, s, join_path(ep, k), cs, params, k) for k, s in enumerate(v["expressions"])
         ]
         fn = r.make_expressions(sources, cs, _param_names(params), "q", ep)
-        return ExplicitMap(fn, len(cs), len(sources), params)
+        jm = ExplicitMap(fn, len(cs), len(sources), params)
+        _probe_expressions(r, jm, sources, ep)
+        return jm
     # implicit
     r.obj(v, path, required=("constraints", "dependent", "reference"))
     dep = v["dependent"]
