@@ -190,6 +190,7 @@ def kinetic_energy(
     model: Model, q: Float[Array, " nq"], qd: Float[Array, " nq"]
 ) -> Float[Array, ""]:
     """``T = ½ q̇ᵀ M(q) q̇`` (J), M from the tree algorithm."""
+    check_coordinate_vectors(model, "kinetic_energy", q=q, qd=qd)
     return 0.5 * qd @ mass_matrix(model, q) @ qd
 
 

@@ -123,14 +123,14 @@ def _check_time(path, time, where, what="time") -> None:
     bad = np.flatnonzero(~np.isfinite(time))
     if bad.size:
         raise MotionFileError(
-            f"{path}, {where[bad[0]]}: {what} {time[bad[0]]} is not a finite number"
+            f"{path}, {where[bad[0]]}: {what} {float(time[bad[0]])!r} is not a finite number"
         )
     back = np.flatnonzero(np.diff(time) <= 0)
     if back.size:
         k = back[0] + 1
         raise MotionFileError(
-            f"{path}, {where[k]}: {what} {time[k]:.17g} does not increase (the row"
-            f" before has {time[k - 1]:.17g}); rows must be in increasing time"
+            f"{path}, {where[k]}: {what} {float(time[k])!r} does not increase (the row"
+            f" before has {float(time[k - 1])!r}); rows must be in increasing time"
         )
 
 
