@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ __all__ = [
     "read_trc",
     "write_trc",
     "read_c3d",
+    "check_c3d_layout",
 ]
 
 
@@ -492,6 +494,43 @@ def write_trc(path: str | Path, data: TRCData) -> Path:
 # --------------------------------------------------------------------------------------------
 
 
+def check_c3d_layout(path: Path, raw: bytes) -> None:
+    """Check a C3D file's header against its length before ``ezc3d`` reads it (ezc3d loops
+    forever on some truncated files): the 512-byte header, the parameter section it points to,
+    and the 3D/analog data its counts imply. Raises :class:`MotionFileError` naming what is short.
+    """
+    if len(raw) < 512:
+        raise MotionFileError(f"{path}: {len(raw)} bytes, shorter than a C3D header (512)")
+    if raw[1] != 0x50:
+        raise MotionFileError(f"{path}: not a C3D file (byte 2 is {raw[1]:#x}, not 0x50)")
+    pstart = (raw[0] - 1) * 512
+    if raw[0] < 2 or len(raw) < pstart + 4:
+        raise MotionFileError(
+            f"{path}: the header puts the parameters at block {raw[0]}, beyond the file's"
+            f" {len(raw)} bytes (truncated?)"
+        )
+    nblocks, processor = raw[pstart + 2], raw[pstart + 3]
+    if len(raw) < pstart + nblocks * 512:
+        raise MotionFileError(
+            f"{path}: truncated in the parameter section ({nblocks} blocks from byte {pstart},"
+            f" file has {len(raw)} bytes)"
+        )
+    end = ">" if processor == 86 else "<"  # 84 Intel, 85 DEC (integers little-endian), 86 MIPS
+    n_points, n_analog, first, last = struct.unpack(end + "4H", raw[2:10])
+    (scale,) = struct.unpack(end + "f", raw[12:16]) if processor != 85 else (-1.0,)
+    (data_block,) = struct.unpack(end + "H", raw[16:18])
+    frames = last - first + 1
+    if data_block < 2 or frames <= 0 or processor == 85:
+        return  # more than 65535 frames (counted in the parameters) or DEC floats: ezc3d decides
+    per_frame = (4 * n_points + n_analog) * (4 if scale < 0 else 2)
+    need = (data_block - 1) * 512 + frames * per_frame
+    if len(raw) < need:
+        raise MotionFileError(
+            f"{path}: truncated: the header's {frames} frames of {n_points} points and"
+            f" {n_analog} analog samples need {need} bytes, the file has {len(raw)}"
+        )
+
+
 def read_c3d(path: str | Path) -> dict[str, Any]:
     """Markers, analog channels and force platforms of a C3D file, through ``ezc3d``.
 
@@ -515,13 +554,27 @@ def read_c3d(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise MotionFileError(f"{path}: file not found")
+    check_c3d_layout(path, path.read_bytes())
     try:
         c = ezc3d.c3d(str(path), extract_forceplat_data=True)
     except Exception as e:  # ezc3d raises plain RuntimeErrors
         raise MotionFileError(f"{path}: ezc3d cannot read it ({e})") from None
     pts = np.asarray(c["data"]["points"], dtype=float)  # (4, m, n)
-    labels = tuple(c["parameters"]["POINT"]["LABELS"]["value"])
-    rate = float(np.asarray(c["parameters"]["POINT"]["RATE"]["value"]).reshape(-1)[0])
+    try:
+        labels = tuple(str(x).strip() for x in c["parameters"]["POINT"]["LABELS"]["value"])
+        rate = float(np.asarray(c["parameters"]["POINT"]["RATE"]["value"]).reshape(-1)[0])
+    except (KeyError, IndexError, TypeError, ValueError) as e:
+        raise MotionFileError(f"{path}: POINT:LABELS or POINT:RATE missing or malformed ({e})") from None
+    if len(labels) < pts.shape[1]:
+        raise MotionFileError(
+            f"{path}: POINT:LABELS names {len(labels)} markers for {pts.shape[1]} points"
+        )
+    labels = labels[: pts.shape[1]]
+    dup = [x for k, x in enumerate(labels) if x in labels[:k]]
+    if dup:
+        raise MotionFileError(f"{path}: POINT:LABELS names marker {dup[0]!r} twice")
+    if not (math.isfinite(rate) and rate > 0):
+        raise MotionFileError(f"{path}: POINT:RATE = {rate} Hz; expected a positive rate")
     units_p = c["parameters"]["POINT"].get("UNITS", {}).get("value", ["mm"])
     positions = np.transpose(pts[:3], (2, 1, 0)).copy()
     if "meta_points" in c["data"] and "residuals" in c["data"]["meta_points"]:
