@@ -18,6 +18,7 @@ from helpers import PACKAGE_DATA
 
 import jaxmb as mb
 from jaxmb.cli import main
+from jaxmb.forces import JointSpring, PointToPointSpring
 from jaxmb.io import MotionFileError, Storage, TRCData, read_storage, read_trc
 from jaxmb.io import write_storage, write_trc
 from jaxmb.io.model_file import ModelFileError, load_model, loads_model, save_model
@@ -119,6 +120,21 @@ def test_muscle_parameters_must_be_physical(case):
 def test_muscle_parameters_still_trace():
     f = jax.vmap(lambda F: MuscleParameters(F, 0.1, 0.2).max_isometric_force)(jnp.ones(3))
     assert f.shape == (3,)
+
+
+SPRING_CASES = {
+    "negative stiffness": (lambda: PointToPointSpring(0, (0, 0, 0), -1, (0, 0, 0), -10.0, 0.1), r"PointToPointSpring: stiffness = -10.0 must be finite and >= 0"),
+    "negative rest length": (lambda: PointToPointSpring(0, (0, 0, 0), -1, (0, 0, 0), 10.0, -0.1), r"PointToPointSpring: rest_length = -0.1"),
+    "nan damping": (lambda: JointSpring(0, 10.0, 0.0, float("nan")), r"JointSpring: damping = nan"),
+    "inf rest angle": (lambda: JointSpring(0, 10.0, float("inf")), r"JointSpring: rest = inf must be finite"),
+}
+
+
+@pytest.mark.parametrize("case", SPRING_CASES)
+def test_force_elements_must_be_physical(case):
+    fn, pattern = SPRING_CASES[case]
+    with pytest.raises(mb.ModelError, match=pattern):
+        fn()
 
 
 @pytest.fixture(scope="module")

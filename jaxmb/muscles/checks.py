@@ -39,5 +39,5 @@ def check_muscle_parameters(params, where: str = "MuscleParameters") -> None:
         if attr == "pennation_at_optimal":
             bad |= v >= math.pi / 2
         if np.any(bad):
-            val = v[bad].reshape(-1)[0] if v.ndim else float(v)
+            val = float(v[bad].reshape(-1)[0])
             raise ModelError(f"{where}: {attr} = {val!r} {unit} is not physical ({rule})")
