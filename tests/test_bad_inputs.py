@@ -359,10 +359,13 @@ def test_cli_bad_osim_is_one_line(tmp_path, capsys):
 
 
 def test_nan_pose_gives_nan_lengths_and_moment_arms(arm):
-    q = jnp.array([jnp.nan, 0.5])
-    L, R = mb.lengths_and_moment_arms(arm, q)
-    assert np.all(np.isnan(np.asarray(L))) and np.all(np.isnan(np.asarray(R)))
-    assert np.all(np.isnan(np.asarray(mb.muscle_lengths(arm, q))))
+    f = jax.jit(lambda q: (mb.lengths_and_moment_arms(arm, q), mb.muscle_lengths(arm, q)))
+    for q in ([jnp.nan, 0.5], [0.3, jnp.inf]):
+        (L, R), L2 = f(jnp.array(q))
+        assert np.all(np.isnan(np.asarray(L))) and np.all(np.isnan(np.asarray(R)))
+        assert np.all(np.isnan(np.asarray(L2)))
+    (L, R), L2 = f(jnp.array([0.3, 0.5]))
+    assert np.all(np.isfinite(np.asarray(L))) and np.all(np.isfinite(np.asarray(R)))
 
 
 def test_share_forces_reports_nan_frames(arm):
@@ -379,3 +382,13 @@ def test_implicit_map_failure_message_survives_jax_jit():
     fb = mb.models.four_bar()
     with pytest.raises(Exception, match=r"Newton's method did not converge"):
         jax.block_until_ready(jax.jit(mb.mass_matrix)(fb, jnp.array([100.0])))
+
+
+@pytest.mark.slow
+def test_leg6dof9musc_saved_loads_again(tmp_path):
+    from helpers import DATA
+
+    m = mb.io.load_osim(DATA / "osim" / "leg6dof9musc.osim")
+    back = load_model(save_model(m, tmp_path / "leg.json"))
+    np.testing.assert_array_equal(back.inertia, m.inertia)
+    assert back.muscle_names == m.muscle_names
