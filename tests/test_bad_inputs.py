@@ -342,7 +342,7 @@ def test_cli_out_that_is_a_file_fails_before_the_run(tmp_path, capsys):
 
 def test_cli_missing_osim_file(tmp_path, capsys):
     assert main(["simulate", str(tmp_path / "nope.osim"), "--out", str(tmp_path)]) == 2
-    assert "no model file" in capsys.readouterr().err
+    assert "cannot read the model file" in capsys.readouterr().err
 
 
 def test_cli_bad_osim_is_one_line(tmp_path, capsys):

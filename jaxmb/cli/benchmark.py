@@ -214,6 +214,7 @@ def run(args) -> int:
         },
         load_average=list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
     )
+    out.mkdir(parents=True, exist_ok=True)
     path = out / f"benchmark_{name}.json"
     path.write_text(json.dumps(res, indent=2) + "\n")
     print(table(rows, ("quantity", "jaxmb (µs/state)", "peer (µs/state)", "ratio")))

@@ -68,8 +68,9 @@ def resolve_model(spec: str):
         path = Path(spec)
         if not path.is_file():
             raise CliError(
-                f"no model file {spec!r} (MODEL is a built-in name, a *.json model file or an"
-                f" *.osim OpenSim model; built-in models: {', '.join(builtin_models())})"
+                f"cannot read the model file {spec!r}: no such file (MODEL is a built-in name, a"
+                f" *.json model file or an *.osim OpenSim model; built-in models:"
+                f" {', '.join(builtin_models())})"
             )
         try:
             if path.suffix.lower() == ".osim":
@@ -84,16 +85,19 @@ def resolve_model(spec: str):
 
 
 def output_dir(out: str) -> Path:
-    """The ``--out`` directory, created now and checked writable, before any work is done."""
+    """The ``--out`` directory, checked before any work is done: not a file, and either a
+    writable directory or creatable in the nearest existing one (created when the results are
+    written, so a refused command leaves nothing behind)."""
     path = Path(out)
     if path.exists() and not path.is_dir():
         raise CliError(f"--out {out!r} is a file, not a directory")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise CliError(f"--out {out!r}: cannot create the directory ({e.strerror})") from None
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise CliError(f"--out {out!r}: the directory is not writable")
+    base = path
+    while not base.exists():
+        base = base.parent
+    if not base.is_dir():
+        raise CliError(f"--out {out!r}: {str(base)!r} is a file, not a directory")
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise CliError(f"--out {out!r}: {str(base)!r} is not writable")
     return path
 
 

@@ -86,6 +86,7 @@ def _joint_loads_files(args, out: Path) -> int:
             for k, ax in enumerate("xyz"):
                 header.append(f"{j}_{q}{ax}_on_{s}_{unit}")
                 cols.append(np.asarray(arr[:, i, k]))
+    out.mkdir(parents=True, exist_ok=True)
     csv_path = out / f"{stem}_joint_loads.csv"
     np.savetxt(csv_path, np.stack(cols, 1), delimiter=",", header=",".join(header), comments="")
     png_path = out / f"{stem}_joint_loads.png"

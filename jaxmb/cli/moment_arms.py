@@ -122,6 +122,7 @@ def run(args) -> int:
         bad = xs[np.flatnonzero(~np.all(np.isfinite(R) & np.isfinite(L), axis=1))[0]]
         raise CliError(f"non-finite moment arm or length at {cname} = {bad:g}")
 
+    out.mkdir(parents=True, exist_ok=True)
     csv_path = out / f"{name}_moment_arms_{cname}.csv"
     names = model.muscle_names
     header = [cname] + [f"r_{m}" for m in names] + [f"L_{m}" for m in names]

@@ -86,6 +86,7 @@ def run(args) -> int:
     ref = reference(t1, q0, qd0, traj) if reference is not None else None
     stats = {k: int(np.asarray(v)) for k, v in traj.stats.items() if k != "max_steps"}
 
+    out.mkdir(parents=True, exist_ok=True)
     csv_path = out / f"{name}.csv"
     write_csv(csv_path, model, tq, q, qd, f)
     png_path = None
