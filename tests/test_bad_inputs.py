@@ -23,6 +23,7 @@ from jaxmb.io import MotionFileError, Storage, TRCData, read_storage, read_trc
 from jaxmb.io import write_storage, write_trc
 from jaxmb.io.model_file import ModelFileError, load_model, loads_model, save_model
 from jaxmb.muscles import MuscleParameters
+from jaxmb.muscles.hill import musculoskeletal_rhs
 
 CHAIN = mb.models.chain(3)
 TWO_LINK = PACKAGE_DATA / "models" / "two_link_arm.json"
@@ -166,6 +167,15 @@ def test_share_forces_needs_muscles():
     q = np.zeros((1, 3))
     with pytest.raises(ValueError, match=r"share_forces: model 'chain3' has no muscles"):
         mb.share_forces(CHAIN, q, q, q)
+
+
+def test_musculoskeletal_rhs_needs_muscles_and_an_excitation_function(arm):
+    with pytest.raises(ValueError, match=r"musculoskeletal_rhs: model 'chain3' has no muscles"):
+        musculoskeletal_rhs(CHAIN, lambda t: jnp.zeros(0))
+    with pytest.raises(TypeError, match=r"excitation must be a function of time.*got ndarray"):
+        musculoskeletal_rhs(arm, np.zeros(2))
+    with pytest.raises(ValueError, match=r"tendon must be 'rigid' or 'elastic', got 'stiff'"):
+        musculoskeletal_rhs(arm, lambda t: jnp.zeros(2), tendon="stiff")
 
 
 def test_share_forces_lengths_and_arms_together(arm):
