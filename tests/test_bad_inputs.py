@@ -78,6 +78,9 @@ SIM_CASES = {
     "ts backwards": (dict(ts=jnp.array([0.5, 0.2])), r"ts must be non-decreasing within \[t0, t1\]"),
     "ts outside": (dict(ts=jnp.array([0.0, 2.0])), r"ts must be non-decreasing within \[t0, t1\] = \[0.0, 1.0\]"),
     "unknown solver": (dict(solver="euler"), r"unknown solver 'euler'"),
+    "ts nan": (dict(ts=jnp.array([0.0, jnp.nan])), r"simulate: ts\[1\] = nan is not a finite time"),
+    "max_steps zero": (dict(max_steps=0), r"simulate: max_steps must be a positive integer, got 0"),
+    "max_steps float": (dict(max_steps=1e5), r"simulate: max_steps must be a positive integer, got 100000.0"),
 }
 
 
@@ -326,6 +329,13 @@ def test_bad_model_files_name_element_and_line(case):
 def test_model_file_invalid_json_names_the_line():
     with pytest.raises(ModelFileError, match=r"m.json.*line 3"):
         loads_model('{\n "format": "jaxmb-model",\n "version": 1,,\n}', "m.json")
+
+
+def test_load_model_on_an_osim_file_points_to_load_osim():
+    from helpers import DATA
+
+    with pytest.raises(ModelFileError, match=r"double_pendulum.osim: an XML file.*jaxmb.io.load_osim"):
+        load_model(DATA / "osim" / "double_pendulum.osim")
 
 
 def test_a_zero_principal_moment_round_trips(tmp_path):

@@ -10,13 +10,24 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-__all__ = ["check_run_arguments"]
+__all__ = ["check_run_arguments", "check_max_steps"]
 
 
-def check_run_arguments(q0, qd0, rtol, atol, dt0, dtmin, coordinate_names=()) -> None:
+def check_max_steps(max_steps) -> None:
+    """Raise ``ValueError`` unless ``max_steps`` is a positive integer."""
+    if isinstance(max_steps, bool) or not isinstance(max_steps, int | np.integer) or max_steps < 1:
+        raise ValueError(f"simulate: max_steps must be a positive integer, got {max_steps!r}")
+
+
+def check_run_arguments(q0, qd0, rtol, atol, dt0, dtmin, coordinate_names=(), ts=None) -> None:
     """Raise ``ValueError`` naming the argument and its value: ``rtol``/``atol`` not positive and
     finite, ``dt0``/``dtmin`` given and not positive, a non-finite entry of ``q0``/``qd0`` (named by
-    coordinate). Traced values (inside ``jax.jit``) are not checked."""
+    coordinate) or of ``ts``. Traced values (inside ``jax.jit``) are not checked."""
+    if ts is not None and not isinstance(ts, jax.core.Tracer):
+        t = np.asarray(ts, dtype=float).reshape(-1)
+        bad = np.flatnonzero(~np.isfinite(t))
+        if bad.size:
+            raise ValueError(f"simulate: ts[{bad[0]}] = {t[bad[0]]} is not a finite time")
     for name, v in (("rtol", rtol), ("atol", atol), ("dt0", dt0), ("dtmin", dtmin)):
         if v is None or isinstance(v, jax.core.Tracer):
             continue

@@ -561,4 +561,9 @@ def load_model(path) -> Model:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise ModelFileError(f"{path}: cannot read the model file: {e}") from None
+    if text.lstrip().startswith("<"):
+        raise ModelFileError(
+            f"{path}: an XML file, not a jaxmb model file (JSON); an OpenSim model (.osim) is read"
+            " by jaxmb.io.load_osim"
+        )
     return loads_model(text, str(path))
