@@ -412,3 +412,16 @@ def test_leg6dof9musc_saved_loads_again(tmp_path):
     back = load_model(save_model(m, tmp_path / "leg.json"))
     np.testing.assert_array_equal(back.inertia, m.inertia)
     assert back.muscle_names == m.muscle_names
+
+
+def test_cli_save_onto_a_directory(tmp_path, capsys):
+    d = tmp_path / "m.json"
+    d.mkdir()
+    assert main(["save", "chain", str(d), "--force"]) == 2
+    assert re.search(r"jaxmb: error: .*m.json is a directory", capsys.readouterr().err)
+
+
+def test_cli_max_steps_zero_is_one_line(tmp_path, capsys):
+    assert main(["simulate", "chain", "--max-steps", "0", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "max_steps must be a positive integer, got 0" in err and not (tmp_path / "o").exists()
