@@ -227,24 +227,37 @@ def plot_moment_arms(path, model, coordinate: str, xs, R, L) -> None:
     plt.close(fig)
 
 
-def plot_joint_loads(path, time, segments: Sequence[str], joints: Sequence[str], loads) -> None:
+def plot_joint_loads(
+    path, time, segments: Sequence[str], joints: Sequence[str], loads, reference=None
+) -> None:
     """Write a PNG of the joint forces (N) and moments (N·m, ground axes) of a gait trial: one
     column per segment, ``loads`` a :class:`jaxmb.newton_euler.JointLoads` over time (nt,) s,
-    ``joints[i]`` the name of the proximal joint of ``segments[i]``."""
+    ``joints[i]`` the name of the proximal joint of ``segments[i]``. Coinciding components (the
+    zero x and y moments of planar data) are kept apart by style and marked in the legend.
+    ``reference``: Winter's Table A.5 as :func:`jaxmb.gait.winter_reference` gives it, drawn in
+    black (moment z, force x and y)."""
     plt = _pyplot_for_files()
     ns = len(segments)
-    fig, ax = plt.subplots(2, ns, figsize=(4 * ns, 6), squeeze=False)
+    fig, ax = plt.subplots(2, ns, figsize=(4 * ns, 6.5), squeeze=False)
     for i, (s, j) in enumerate(zip(segments, joints, strict=True)):
-        for k, axn in enumerate("xyz"):
-            ax[0, i].plot(time, loads.force[:, i, k], label=axn)
-            ax[1, i].plot(time, loads.moment_ground[:, i, k], label=axn)
+        for row, arr in ((0, loads.force), (1, loads.moment_ground)):
+            Y = np.asarray(arr[:, i, :])
+            styles, same = curve_styles(Y)
+            for k, axn in enumerate("xyz"):
+                tag = f" (= {'xyz'[same[k]]})" if same[k] is not None else ""
+                ax[row, i].plot(time, Y[:, k], label=axn + tag, **styles[k])
+        if reference is not None:
+            for k in range(2):
+                ax[0, i].plot(time, reference["force"][:, i, k], "k:", lw=1,
+                              label="Winter A.5" if k == 0 else None)  # fmt: skip
+            ax[1, i].plot(time, reference["moment"][:, i], "k:", lw=1, label="Winter A.5 (z)")
         ax[0, i].set_title(f"{j} force on {s}")
         ax[1, i].set_title(f"{j} moment on {s} (ground axes)")
         ax[0, i].set_ylabel("force (N)")
         ax[1, i].set_ylabel("moment (N·m)")
-        ax[0, i].set_xlabel("time (s)")
-        ax[1, i].set_xlabel("time (s)")
-        ax[0, i].legend()
+        for row in range(2):
+            ax[row, i].set_xlabel("time (s)")
+            ax[row, i].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

@@ -90,7 +90,7 @@ def _joint_loads_files(args, out: Path) -> int:
     csv_path = out / f"{stem}_joint_loads.csv"
     np.savetxt(csv_path, np.stack(cols, 1), delimiter=",", header=",".join(header), comments="")
     png_path = out / f"{stem}_joint_loads.png"
-    plot_joint_loads(png_path, time, chain.names, joints, loads)
+    plot_joint_loads(png_path, time, chain.names, joints, loads, reference)
     rows = [
         ("data", f"{args.data} ({fmt}{', ' + args.source if fmt == 'winter' else ''})"),
         ("frames", f"{len(time)}, t = {float(time[0]):.4g} .. {float(time[-1]):.4g} s"),
