@@ -5,15 +5,19 @@ shoulder) are marked slow."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from helpers import DATA
 
 from jaxmb.cli import main
-from jaxmb.cli.common import builtin_models
+from jaxmb import models
+from jaxmb.cli.common import builtin_models, default_run
 
 MUSCLED = ("arm26", "shoulder")
-# chain is simulated by the README test and test_cli.py; four_bar and five_bar once crashed
-HEAVY_SIMULATE = ("andrews_squeezer", "arm26", "shoulder", "chain")
+# chain is simulated by the README test and test_cli.py; four_bar (which once crashed, with
+# five_bar, on every call) compiles its implicit loop in about 15 s, five_bar's joins the slow ones;
+# test_default_run_of_every_builtin covers the code path that crashed for both
+HEAVY_SIMULATE = ("andrews_squeezer", "arm26", "shoulder", "chain", "five_bar")
 
 
 def _params(models, heavy):
@@ -45,6 +49,15 @@ def test_simulate_every_builtin(tmp_path, capsys, name):
         argv += ["--t1", "0.01"]
     out = _ok(capsys, argv)
     assert "steps" in out and (tmp_path / f"{name}.csv").exists()
+
+
+@pytest.mark.parametrize("name", _params(builtin_models(), ("shoulder",)))
+def test_default_run_of_every_builtin(name):
+    """The default initial state of every built-in (where `jaxmb simulate four_bar` crashed)."""
+    model = getattr(models, name)()
+    q0, qd0, t1, solver, rtol, atol, _ = default_run(name, model)
+    assert np.shape(q0) == np.shape(qd0) == (model.nq,) and np.all(np.isfinite(q0))
+    assert t1 > 0 and rtol > 0 and atol > 0 and solver
 
 
 @pytest.mark.slow
