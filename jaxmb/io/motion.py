@@ -516,6 +516,7 @@ def check_c3d_layout(path: Path, raw: bytes) -> None:
             f" file has {len(raw)} bytes)"
         )
     end = ">" if processor == 86 else "<"  # 84 Intel, 85 DEC (integers little-endian), 86 MIPS
+    _check_c3d_parameters(path, raw, pstart + 4, pstart + nblocks * 512, end)
     n_points, n_analog, first, last = struct.unpack(end + "4H", raw[2:10])
     (scale,) = struct.unpack(end + "f", raw[12:16]) if processor != 85 else (-1.0,)
     (data_block,) = struct.unpack(end + "H", raw[16:18])
@@ -529,6 +530,43 @@ def check_c3d_layout(path: Path, raw: bytes) -> None:
             f"{path}: truncated: the header's {frames} frames of {n_points} points and"
             f" {n_analog} analog samples need {need} bytes, the file has {len(raw)}"
         )
+
+
+def _check_c3d_parameters(path: Path, raw: bytes, pos: int, stop: int, end: str) -> None:
+    """Walk the parameter section's records (C3D manual, "The parameter section"): every name
+    printable, every record's data and description inside the record and the section — ezc3d
+    crashes (segmentation fault) on some corrupt sections instead of raising."""
+
+    def bad(what):
+        raise MotionFileError(f"{path}: corrupt parameter section at byte {pos}: {what}")
+
+    printable = set(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-:+./ ")
+    while pos + 2 <= stop:
+        nlen = abs(struct.unpack("b", raw[pos : pos + 1])[0])
+        if nlen == 0:
+            return
+        gid = struct.unpack("b", raw[pos + 1 : pos + 2])[0]
+        body = pos + 2 + nlen
+        if body + 2 > stop or not set(raw[pos + 2 : body]) <= printable:
+            bad("a record name that is not printable or runs past the section")
+        (off,) = struct.unpack(end + "H", raw[body : body + 2])
+        nxt = body + off if off else stop
+        if nxt > stop or (off and off < 2):
+            bad(f"a record offset ({off}) outside the section")
+        p = body + 2
+        if gid > 0:  # a parameter: type, dimensions, data
+            if p + 2 > nxt:
+                bad("a parameter record too short for its type and dimensions")
+            kind, nd = struct.unpack("b", raw[p : p + 1])[0], raw[p + 1]
+            if kind not in (-1, 1, 2, 4) or nd > 7 or p + 2 + nd > nxt:
+                bad(f"parameter type {kind} or {nd} dimensions")
+            size = abs(kind) * math.prod(raw[p + 2 : p + 2 + nd])
+            p += 2 + nd + size
+        if p + 1 > nxt or p + 1 + raw[p] > nxt:
+            bad("a record's data or description runs past the record")
+        if not off:
+            return
+        pos = nxt
 
 
 def read_c3d(path: str | Path) -> dict[str, Any]:
