@@ -14,12 +14,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import PACKAGE_DATA
+from helpers import DATA, PACKAGE_DATA
 
 import jaxmb as mb
+from jaxmb.analyses.gait_data import GaitDataError, read_bmc3d
 from jaxmb.cli import main
 from jaxmb.forces import JointSpring, PointToPointSpring
-from jaxmb.io import MotionFileError, Storage, TRCData, read_storage, read_trc
+from jaxmb.io import MotionFileError, Storage, TRCData, read_c3d, read_storage, read_trc
 from jaxmb.io import write_storage, write_trc
 from jaxmb.io.model_file import ModelFileError, load_model, loads_model, save_model
 from jaxmb.muscles import MuscleParameters
@@ -332,8 +333,6 @@ def test_model_file_invalid_json_names_the_line():
 
 
 def test_load_model_on_an_osim_file_points_to_load_osim():
-    from helpers import DATA
-
     with pytest.raises(ModelFileError, match=r"double_pendulum.osim: an XML file.*jaxmb.io.load_osim"):
         load_model(DATA / "osim" / "double_pendulum.osim")
 
@@ -406,8 +405,6 @@ def test_implicit_map_failure_message_survives_jax_jit():
 
 @pytest.mark.slow
 def test_leg6dof9musc_saved_loads_again(tmp_path):
-    from helpers import DATA
-
     m = mb.io.load_osim(DATA / "osim" / "leg6dof9musc.osim")
     back = load_model(save_model(m, tmp_path / "leg.json"))
     np.testing.assert_array_equal(back.inertia, m.inertia)
@@ -425,3 +422,53 @@ def test_cli_max_steps_zero_is_one_line(tmp_path, capsys):
     assert main(["simulate", "chain", "--max-steps", "0", "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert "max_steps must be a positive integer, got 0" in err and not (tmp_path / "o").exists()
+
+
+# --------------------------------------------------------------------------------------------
+# C3D (checked before ezc3d reads it) and BMClab trials
+# --------------------------------------------------------------------------------------------
+
+
+def _c3d_bytes(tmp_path):
+    ezc3d = pytest.importorskip("ezc3d")
+    c = ezc3d.c3d()
+    c["parameters"]["POINT"]["RATE"]["value"] = [100]
+    c["parameters"]["POINT"]["LABELS"]["value"] = ("A", "B")
+    c["data"]["points"] = np.ones((4, 2, 6))
+    c.write(str(tmp_path / "t.c3d"))
+    return (tmp_path / "t.c3d").read_bytes()
+
+
+C3D_CASES = {
+    "shorter than the header": (lambda b: b[:300], r"x.c3d: 300 bytes, shorter than a C3D header \(512\)"),
+    "not a c3d": (lambda b: b[:1] + b"\x00" + b[2:], r"x.c3d: not a C3D file \(byte 2 is 0x0, not 0x50\)"),
+    "cut in the parameters": (lambda b: b[:700], r"x.c3d: truncated in the parameter section"),
+    "corrupt dimensions": (lambda b: b[:806] + bytes([200]) + b[807:], r"x.c3d: corrupt parameter section at byte \d+"),
+}
+
+
+@pytest.mark.parametrize("case", C3D_CASES)
+def test_bad_c3d_files_are_refused_before_ezc3d(tmp_path, case):
+    edit, pattern = C3D_CASES[case]
+    p = tmp_path / "x.c3d"
+    p.write_bytes(edit(_c3d_bytes(tmp_path)))
+    with pytest.raises(MotionFileError, match=pattern):
+        read_c3d(p)
+
+
+BMC_HEAD = "Time\tFHx\n"
+BMC_CASES = {
+    "header only": (BMC_HEAD, r"trial.txt: no data rows after the header line"),
+    "duplicate column": ("Time\tTime\n0\t0\n", r"trial.txt, line 1: column 'Time' appears twice"),
+    "short row": (BMC_HEAD + "0\t1\n0.1\n", r"trial.txt, line 3: 1 fields, header has 2"),
+    "not a number": (BMC_HEAD + "0\tx\n", r"trial.txt, line 2, column 'FHx': 'x' is not a number"),
+}
+
+
+@pytest.mark.parametrize("case", BMC_CASES)
+def test_bad_bmc3d_trials_name_the_line(tmp_path, case):
+    text, pattern = BMC_CASES[case]
+    p = tmp_path / "trial.txt"
+    p.write_text(text)
+    with pytest.raises(GaitDataError, match=pattern):
+        read_bmc3d(p)
