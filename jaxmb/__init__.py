@@ -4,6 +4,12 @@ The curated public API. Functions follow ``algorithm(model, ...)``; models are i
 The package's folders are the data flow (``docs/architecture.md``): ``math`` → ``joint_maps`` →
 ``model`` → ``kinematics`` → ``forces`` → ``dynamics`` → ``muscles`` → ``simulation`` →
 ``analyses`` → ``io`` → ``models`` → ``cli``.
+
+Importing jaxmb enables 64-bit floats in JAX for the whole program (``jax_enable_x64``): the
+reference cross-checks, implicit joint maps and tight integration tolerances need float64. Every
+entry point also runs on float32 inputs (about 1e-6 relative accuracy; loosen rtol/atol to ≥ 1e-6);
+``jax.config.update("jax_enable_x64", False)`` after the import restores JAX's default for the rest
+of a program (see the README, "Using it").
 """
 
 import importlib

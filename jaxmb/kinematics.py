@@ -38,7 +38,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .math import matcalc
-from .model import Model, ModelError
+from .model import Model, ModelError, check_coordinate_vectors
 
 __all__ = [
     "rotation",
@@ -154,6 +154,7 @@ def compose_transforms(parent, local: Float[Array, "nb 4 4"]) -> Float[Array, "n
 
 def body_transforms(model: Model, q: Float[Array, " nq"]) -> Float[Array, "nb 4 4"]:
     """``⁰ᵢA₄`` of every body (Eqs. 38–41), shape (nb, 4, 4); q in the model's units."""
+    check_coordinate_vectors(model, "body_transforms", q=q)
     return _poses_from_joints(model, model.joint_map(q))
 
 
@@ -344,6 +345,7 @@ class Kinematics(eqx.Module):
 def tree_kinematics(model: Model, q: Float[Array, " nq"]) -> Kinematics:
     """:class:`Kinematics` at q without the closed-form derivatives: f, J, H once, the poses of
     :func:`world_poses`, twists and Jb."""
+    check_coordinate_vectors(model, "kinematics", q=q)
     f, J, H = model.joint_map.derivatives(q)
     R, o, Rpar = world_poses(model, f[:, None].astype(jnp.result_type(f, model.mass)))
     Sw, Sv = joint_axes(model, o, Rpar)

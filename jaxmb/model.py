@@ -25,7 +25,16 @@ from jaxtyping import Array, Float
 
 from .joint_maps import AbstractJointMap, identity_map
 
-__all__ = ["Body", "Model", "NamedPoint", "build_model", "ModelError", "REVOLUTE", "PRISMATIC"]
+__all__ = [
+    "Body",
+    "Model",
+    "NamedPoint",
+    "build_model",
+    "ModelError",
+    "REVOLUTE",
+    "PRISMATIC",
+    "check_coordinate_vectors",
+]
 
 REVOLUTE = "revolute"
 PRISMATIC = "prismatic"
@@ -423,3 +432,26 @@ def _check_inertia(I, mass: float, where: str) -> np.ndarray:
             f"{where}: principal moments {ev.tolist()} violate the triangle inequality"
         )
     return I
+
+
+def check_coordinate_vectors(model, function: str, **vectors) -> None:
+    """Raise ``ValueError`` unless every given array (``q=..., qd=...``) has shape (nq,).
+
+    A check on static shapes (free at trace time, so jit/vmap/grad are unaffected) at the public
+    entry points, so a vector of the wrong length is named with the function, the model's ``nq``
+    and the shape given, instead of surfacing as an XLA shape error deep in the computation.
+    """
+    want = (model.nq,)
+    for name, x in vectors.items():
+        if x is None or callable(x):
+            continue
+        shape = np.shape(x)
+        if shape != want:
+            raise ValueError(
+                f"{function}: {name} must have shape (nq,) = {want} for model {model.name!r}"
+                f" (one value per coordinate: {_names(model.coordinate_names)}), got shape {shape}"
+            )
+
+
+def _names(names, most: int = 8) -> str:
+    return ", ".join(names[:most]) + (f", ... ({len(names)} in all)" if len(names) > most else "")

@@ -29,6 +29,8 @@ __all__ = [
     "plot_trajectory",
     "draw_mechanism",
     "is_planar",
+    "coordinate_units",
+    "curve_styles",
     "plot_moment_arms",
     "plot_joint_loads",
     "plot_history",
@@ -62,17 +64,74 @@ def is_planar(model) -> bool:
     )
 
 
+def coordinate_units(model, q=None) -> tuple[str, ...]:
+    """``"rad"`` for each coordinate that turns a revolute joint (at q, default zeros), else
+    ``"m"``."""
+    q = jnp.zeros(model.nq) if q is None else jnp.asarray(q, dtype=float)
+    J = np.asarray(model.joint_map.jacobian(q))
+    rev = np.asarray(model.is_revolute)
+    rot = np.any(np.abs(J[rev]) > 0, axis=0) if rev.any() else np.zeros(model.nq, bool)
+    return tuple("rad" if r else "m" for r in rot)
+
+
+def curve_styles(Y) -> tuple[list[dict], list[int | None]]:
+    """Matplotlib styles that keep n curves (columns of Y, (ns, n)) apart when they coincide: a
+    line style, a marker placed at staggered samples (so markers of equal curves do not hide each
+    other), drawing order; and for each curve the index of an earlier curve it coincides with
+    (None if none), for the legend."""
+    Y = np.asarray(Y, dtype=float)
+    ns, n = Y.shape
+    lines, marks = ["-", "--", "-.", ":"], ["o", "s", "^", "v", "D", "x", "P", "*"]
+    every = max(ns // 8, 1)
+    styles, same = [], []
+    for j in range(n):
+        twin = next(
+            (
+                k
+                for k in range(j)
+                if np.allclose(Y[:, j], Y[:, k], rtol=1e-3, atol=1e-3 * np.nanmax(np.abs(Y) + 1e-300))
+            ),
+            None,
+        )
+        same.append(twin)
+        styles.append(
+            dict(
+                ls=lines[j % len(lines)],
+                marker=marks[j % len(marks)],
+                markevery=(j * every // max(n, 1) % every, every),
+                ms=4,
+                lw=1.3 + 0.8 * (n - j) / max(n, 1),  # earlier curves wider, drawn under later ones
+                zorder=2 + j,
+            )
+        )
+    return styles, same
+
+
+def _unit_label(units, rate: str = "") -> str:
+    kinds = sorted(set(units))
+    return ", ".join(f"{u}{rate}" for u in kinds)
+
+
 def plot_trajectory(path, model, t, q, qd) -> None:
     """Write a PNG of q (nt, nq) and q̇ (nt, nq) against t (nt,) s, and for a planar model a
-    drawing of the mechanism at a few instants."""
+    drawing of the mechanism at a few instants; axes and legend entries carry units, coinciding
+    curves are told apart by line style and marker."""
     plt = _pyplot_for_files()
     planar = is_planar(model)
+    units = coordinate_units(model, q[0])
     fig, axes = plt.subplots(1, 3 if planar else 2, figsize=(15 if planar else 10, 4.2))
+    styles, _ = curve_styles(q)
     for k, c in enumerate(model.coordinate_names):
-        axes[0].plot(t, q[:, k], label=c)
-        axes[1].plot(t, qd[:, k], label=c)
-    axes[0].set(xlabel="t (s)", ylabel="q", title=f"{model.name}: generalized coordinates")
-    axes[1].set(xlabel="t (s)", ylabel="q̇", title="generalized speeds")
+        axes[0].plot(t, q[:, k], label=f"{c} ({units[k]})", **styles[k])
+        axes[1].plot(t, qd[:, k], label=f"{c} ({units[k]}/s)", **styles[k])
+    axes[0].set(
+        xlabel="t (s)",
+        ylabel=f"q ({_unit_label(units)})",
+        title=f"{model.name}: generalized coordinates",
+    )
+    axes[1].set(
+        xlabel="t (s)", ylabel=f"q̇ ({_unit_label(units, '/s')})", title="generalized speeds"
+    )
     for a in axes[:2]:
         if model.nq <= 10:
             a.legend(fontsize=7)
@@ -144,39 +203,61 @@ def plot_moment_arms(path, model, coordinate: str, xs, R, L) -> None:
     muscle against the swept coordinate's values xs (ns,)."""
     plt = _pyplot_for_files()
     names = model.muscle_names
-    fig, ax = plt.subplots(1, 2, figsize=(12, 4.5))
+    unit = coordinate_units(model)[model.coordinate_index(coordinate)]
+    fig, ax = plt.subplots(1, 2, figsize=(13, 4.8))
+    sr, same_r = curve_styles(R)
+    sl, same_l = curve_styles(L)
     for j, m in enumerate(names):
-        ax[0].plot(xs, R[:, j] * 1e3, label=m)
-        ax[1].plot(xs, L[:, j], label=m)
+        tag = f" (= {names[same_r[j]]})" if same_r[j] is not None else ""
+        ax[0].plot(xs, R[:, j] * 1e3, label=m + tag, **sr[j])
+        tag = f" (= {names[same_l[j]]})" if same_l[j] is not None else ""
+        ax[1].plot(xs, L[:, j], label=m + tag, **sl[j])
     ax[0].axhline(0.0, color="k", lw=0.5)
     ax[0].set(
-        xlabel=coordinate,
-        ylabel="moment arm R = −∂L/∂q (mm per unit of q)",
+        xlabel=f"{coordinate} ({unit})",
+        ylabel="moment arm R = −∂L/∂q " + ("(mm)" if unit == "rad" else "(mm/m)"),
         title=f"{model.name}: moment arms about {coordinate}",
     )
-    ax[1].set(xlabel=coordinate, ylabel="musculotendon length L (m)", title="lengths")
+    ax[1].set(xlabel=f"{coordinate} ({unit})", ylabel="musculotendon length L (m)", title="lengths")
     if len(names) <= 20:
         ax[0].legend(fontsize=7, ncol=2)
+        ax[1].legend(fontsize=7, ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
-def plot_joint_loads(path, time, segments: Sequence[str], joints: Sequence[str], loads) -> None:
+def plot_joint_loads(
+    path, time, segments: Sequence[str], joints: Sequence[str], loads, reference=None
+) -> None:
     """Write a PNG of the joint forces (N) and moments (N·m, ground axes) of a gait trial: one
     column per segment, ``loads`` a :class:`jaxmb.newton_euler.JointLoads` over time (nt,) s,
-    ``joints[i]`` the name of the proximal joint of ``segments[i]``."""
+    ``joints[i]`` the name of the proximal joint of ``segments[i]``. Coinciding components (the
+    zero x and y moments of planar data) are kept apart by style and marked in the legend.
+    ``reference``: Winter's Table A.5 as :func:`jaxmb.gait.winter_reference` gives it, drawn in
+    black (moment z, force x and y)."""
     plt = _pyplot_for_files()
     ns = len(segments)
-    fig, ax = plt.subplots(2, ns, figsize=(4 * ns, 6), squeeze=False)
+    fig, ax = plt.subplots(2, ns, figsize=(4 * ns, 6.5), squeeze=False)
     for i, (s, j) in enumerate(zip(segments, joints, strict=True)):
-        for k, axn in enumerate("xyz"):
-            ax[0, i].plot(time, loads.force[:, i, k], label=axn)
-            ax[1, i].plot(time, loads.moment_ground[:, i, k], label=axn)
-        ax[0, i].set_title(f"{j} force on {s} (N)")
-        ax[1, i].set_title(f"{j} moment on {s} (N·m, ground axes)")
-        ax[1, i].set_xlabel("time (s)")
-        ax[0, i].legend()
+        for row, arr in ((0, loads.force), (1, loads.moment_ground)):
+            Y = np.asarray(arr[:, i, :])
+            styles, same = curve_styles(Y)
+            for k, axn in enumerate("xyz"):
+                tag = f" (= {'xyz'[same[k]]})" if same[k] is not None else ""
+                ax[row, i].plot(time, Y[:, k], label=axn + tag, **styles[k])
+        if reference is not None:
+            for k in range(2):
+                ax[0, i].plot(time, reference["force"][:, i, k], "k:", lw=1,
+                              label="Winter A.5" if k == 0 else None)  # fmt: skip
+            ax[1, i].plot(time, reference["moment"][:, i], "k:", lw=1, label="Winter A.5 (z)")
+        ax[0, i].set_title(f"{j} force on {s}")
+        ax[1, i].set_title(f"{j} moment on {s} (ground axes)")
+        ax[0, i].set_ylabel("force (N)")
+        ax[1, i].set_ylabel("moment (N·m)")
+        for row in range(2):
+            ax[row, i].set_xlabel("time (s)")
+            ax[row, i].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

@@ -243,24 +243,32 @@ def read_bmc3d(path: str | Path) -> Bmc3dTrial:
         p = DATA_DIR / "bmc3d" / p.name
     if not p.is_file():
         raise GaitDataError(f"{p}: file not found")
-    with open(p) as fh:
-        header = fh.readline().split()
-        rows = []
-        for ln, line in enumerate(fh, start=2):
-            if not line.strip():
-                continue
-            fields = line.split()
-            if len(fields) != len(header):
-                raise GaitDataError(
-                    f"{p}, line {ln}: {len(fields)} fields, header has {len(header)}"
-                )
-            try:
-                rows.append([float(v) for v in fields])
-            except ValueError:
-                bad = next(k for k, v in enumerate(fields) if not _isfloat(v))
-                raise GaitDataError(
-                    f"{p}, line {ln}, column {header[bad]!r}: {fields[bad]!r} is not a number"
-                ) from None
+    try:
+        lines = p.read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise GaitDataError(f"{p}: cannot read ({e})") from None
+    header = lines[0].split() if lines else []
+    if len(set(header)) != len(header):
+        dup = next(h for k, h in enumerate(header) if h in header[:k])
+        raise GaitDataError(f"{p}, line 1: column {dup!r} appears twice")
+    rows = []
+    for ln, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        fields = line.split()
+        if len(fields) != len(header):
+            raise GaitDataError(
+                f"{p}, line {ln}: {len(fields)} fields, header has {len(header)}"
+            )
+        try:
+            rows.append([float(v) for v in fields])
+        except ValueError:
+            bad = next(k for k, v in enumerate(fields) if not _isfloat(v))
+            raise GaitDataError(
+                f"{p}, line {ln}, column {header[bad]!r}: {fields[bad]!r} is not a number"
+            ) from None
+    if not rows:
+        raise GaitDataError(f"{p}: no data rows after the header line")
     data = np.asarray(rows)
     col = {h: k for k, h in enumerate(header)}
 
@@ -275,7 +283,14 @@ def read_bmc3d(path: str | Path) -> Bmc3dTrial:
     cop = get("COPx", "COPy", "COPz") / 1000.0
     free = np.zeros_like(grf)
     free[:, 1] = get("My")[:, 0] / 1000.0
-    return Bmc3dTrial(get("Time")[:, 0], markers, grf, cop, free, str(p))
+    time = get("Time")[:, 0]
+    bad = np.flatnonzero(~np.isfinite(time[1:]) | (np.diff(time) <= 0))
+    if bad.size or not np.isfinite(time[0]):
+        k = 0 if not np.isfinite(time[0]) else int(bad[0]) + 1
+        raise GaitDataError(
+            f"{p}, line {k + 2}: Time {float(time[k])!r} is not finite or does not increase"
+        )
+    return Bmc3dTrial(time, markers, grf, cop, free, str(p))
 
 
 def _isfloat(v: str) -> bool:

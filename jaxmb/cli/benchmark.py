@@ -10,7 +10,6 @@ import json
 import os
 import platform
 import time
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -19,7 +18,7 @@ import numpy as np
 from ..dynamics import bias_forces, forward_dynamics, gravity_forces, mass_matrix
 from ..io import pinocchio as pin_export
 from ..models import andrews as an
-from .common import CliError, default_run, progress, resolve_model, table
+from .common import CliError, default_run, output_dir, progress, resolve_model, table
 
 __all__ = ["add_parser", "run", "time_compiled"]
 
@@ -146,6 +145,7 @@ def _andrews_ode_dae(res: dict, B: int, repeat: int):
 def run(args) -> int:
     if args.batch < 1 or args.repeat < 1:
         raise CliError(f"--batch and --repeat must be positive, got {args.batch}, {args.repeat}")
+    out = output_dir(args.out)
     name, model, builtin = resolve_model(args.model)
     B, repeat = (
         (min(args.batch, 16), min(args.repeat, 5)) if args.quick else (args.batch, args.repeat)
@@ -182,13 +182,19 @@ def run(args) -> int:
         ("M + N q̇ + G", f"{res['eom_per_state_us']:.2f}"),
         ("forward dynamics q̈", f"{res['forward_dynamics_per_state_us']:.2f}"),
     ]
-    peer = "-"
     pin = _import_pinocchio()
     pm = _pinocchio_twin(model) if pin is not None else None
     if pm is not None:
         rows = _pinocchio_rows(pin, pm, res, rows, eom, Q, QD, B, repeat)
         peer = f"Pinocchio {pin.__version__} (Python loop over states)"
     else:
+        # say why the peer columns are empty
+        peer = (
+            "none: Pinocchio is not installed (pip install pin) — the peer columns stay empty"
+            if pin is None
+            else f"none: Pinocchio {pin.__version__} has no twin of this model (only open chains"
+            " with f(q) = q in depth-first body order) — the peer columns stay empty"
+        )
         rows = [(r[0], r[1], "-", "-") for r in rows]
     if name == "andrews_squeezer" or args.andrews:
         rows += _andrews_ode_dae(res, B, repeat)
@@ -208,7 +214,6 @@ def run(args) -> int:
         },
         load_average=list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
     )
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"benchmark_{name}.json"
     path.write_text(json.dumps(res, indent=2) + "\n")

@@ -1,8 +1,10 @@
-"""What the commands share: the one-line user error, model resolution (built-in name or model
-file), each built-in's default initial state, argument parsing and text output."""
+"""What the commands share: the one-line user error, model resolution (built-in name, model file
+or OpenSim ``.osim`` file), output directories checked before any work, each built-in's default
+initial state, argument parsing and text output."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -11,6 +13,8 @@ import numpy as np
 
 from .. import models
 from ..io.model_file import ModelFileError, load_model
+from ..io.osim import OsimImportError, load_osim
+from ..model import ModelError
 from ..models import andrews as an
 from ..models.five_bar import Q_REF as FIVE_BAR_Q_REF
 from ..models.four_bar import Q_REF as FOUR_BAR_Q_REF
@@ -21,6 +25,7 @@ __all__ = [
     "CliError",
     "builtin_models",
     "resolve_model",
+    "output_dir",
     "default_run",
     "parse_vector",
     "progress",
@@ -53,19 +58,47 @@ def _canonical(name: str) -> str:
 
 
 def _is_file(spec: str) -> bool:
-    return spec.endswith(".json") or "/" in spec or Path(spec).is_file()
+    return spec.endswith((".json", ".osim")) or "/" in spec or Path(spec).is_file()
 
 
 def resolve_model(spec: str):
-    """``(name, model, builtin)`` for a built-in model name or a model-file path."""
+    """``(name, model, builtin)`` for a built-in model name, a model-file path (``*.json``) or an
+    OpenSim model (``*.osim``, read by :func:`jaxmb.io.load_osim`)."""
     if _is_file(spec):
+        path = Path(spec)
+        if not path.is_file():
+            raise CliError(
+                f"cannot read the model file {spec!r}: no such file (MODEL is a built-in name, a"
+                f" *.json model file or an *.osim OpenSim model; built-in models:"
+                f" {', '.join(builtin_models())})"
+            )
         try:
-            model = load_model(spec)
-        except ModelFileError as e:
+            if path.suffix.lower() == ".osim":
+                model = load_osim(path)
+            else:
+                model = load_model(path)
+        except (ModelFileError, OsimImportError, ModelError) as e:
             raise CliError(" ".join(str(e).split())) from None
-        return Path(spec).stem, model, False
+        return path.stem, model, False
     name = _canonical(spec)
     return name, getattr(models, name)(), True
+
+
+def output_dir(out: str) -> Path:
+    """The ``--out`` directory, checked before any work is done: not a file, and either a
+    writable directory or creatable in the nearest existing one (created when the results are
+    written, so a refused command leaves nothing behind)."""
+    path = Path(out)
+    if path.exists() and not path.is_dir():
+        raise CliError(f"--out {out!r} is a file, not a directory")
+    base = path
+    while not base.exists():
+        base = base.parent
+    if not base.is_dir():
+        raise CliError(f"--out {out!r}: {str(base)!r} is a file, not a directory")
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise CliError(f"--out {out!r}: {str(base)!r} is not writable")
+    return path
 
 
 def default_run(name: str, model):

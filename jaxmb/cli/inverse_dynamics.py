@@ -13,7 +13,7 @@ from ..analyses import gait
 from ..analyses import newton_euler as ne
 from ..io.setup import run_inverse_dynamics
 from ..plots import plot_joint_loads, plot_trial_columns
-from .common import CliError, table
+from .common import CliError, output_dir, table
 from .opensim_runs import Progress, add_common_options, enable_cache, setup_errors
 
 __all__ = ["add_parser", "run", "JOINT_OF"]
@@ -71,15 +71,14 @@ def run(args) -> int:
     is an OpenSim InverseDynamicsTool setup (:func:`opensim_setup`)."""
     if str(args.data).lower().endswith(".xml"):
         return opensim_setup(args)
-    if args.out is None:
-        args.out = "jaxmb_out"
+    out = output_dir("jaxmb_out" if args.out is None else args.out)
     try:
-        return _joint_loads_files(args)
+        return _joint_loads_files(args, out)
     except (gait.GaitDataError, ne.NewtonEulerError, OSError) as e:
         raise CliError(str(e).splitlines()[0]) from None
 
 
-def _joint_loads_files(args) -> int:
+def _joint_loads_files(args, out: Path) -> int:
     fmt = args.format
     src = Path(args.data)
     if fmt == "auto":
@@ -89,14 +88,14 @@ def _joint_loads_files(args) -> int:
         cutoff = args.cutoff if args.source == "markers" else None
         chain, motion, load = gait.winter_inputs(data, args.source, cutoff=cutoff)
         time, stem = data.time, f"winter_{args.source}"
+        reference = gait.winter_reference(data)
     else:
         trial = gait.read_bmc3d(src)
         cutoff = 6.0 if args.cutoff is None else args.cutoff
         chain, motion, load, st = gait.bmc3d_inputs(trial, args.body_mass, cutoff)
         time, stem = trial.time[st], Path(trial.path).stem
+        reference = None
     loads = ne.joint_loads(chain, motion, load)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     joints = [JOINT_OF.get(s, s) for s in chain.names]
     header, cols = ["time_s"], [np.asarray(time)]
     for i, (s, j) in enumerate(zip(chain.names, joints, strict=True)):
@@ -107,17 +106,38 @@ def _joint_loads_files(args) -> int:
             for k, ax in enumerate("xyz"):
                 header.append(f"{j}_{q}{ax}_on_{s}_{unit}")
                 cols.append(np.asarray(arr[:, i, k]))
+    out.mkdir(parents=True, exist_ok=True)
     csv_path = out / f"{stem}_joint_loads.csv"
     np.savetxt(csv_path, np.stack(cols, 1), delimiter=",", header=",".join(header), comments="")
     png_path = out / f"{stem}_joint_loads.png"
-    plot_joint_loads(png_path, time, chain.names, joints, loads)
-    print(csv_path)
-    print(png_path)
+    plot_joint_loads(png_path, time, chain.names, joints, loads, reference)
+    rows = [
+        ("data", f"{args.data} ({fmt}{', ' + args.source if fmt == 'winter' else ''})"),
+        ("frames", f"{len(time)}, t = {float(time[0]):.4g} .. {float(time[-1]):.4g} s"),
+    ]
+    for i, (s, j) in enumerate(zip(chain.names, joints, strict=True)):
+        mz = np.asarray(loads.moment[:, i, 2])
+        fn = np.linalg.norm(np.asarray(loads.force[:, i]), axis=1)
+        rows.append(
+            (
+                f"{j} on {s}",
+                f"moment (segment z) {mz.min():.1f} .. {mz.max():.1f} N·m,"
+                f" |force| max {fn.max():.1f} N",
+            )
+        )
+    print(table(rows))
+    if reference is not None:
+        print()
+        print(_winter_comparison(chain.names, joints, loads, reference))
+    print()
+    print(table([("csv", str(csv_path)), ("png", str(png_path))]))
     return 0
 
 
 def opensim_setup(args) -> int:
     """``jaxmb inverse-dynamics SETUP.xml``: write OpenSim's generalized-force .sto and a PNG."""
+    if args.out is not None:
+        output_dir(args.out)
     say = Progress(args.quiet)
     if not args.no_cache:
         say(f"compilation cache: {enable_cache()}")
@@ -147,3 +167,31 @@ def opensim_setup(args) -> int:
         )
         print(png)
     return 0
+
+
+def _winter_comparison(segments, joints, loads, reference) -> str:
+    """RMS and largest differences against Winter's Table A.5, per joint."""
+    rows = []
+    for i, (s, j) in enumerate(zip(segments, joints, strict=True)):
+        dm = np.asarray(loads.moment[:, i, 2]) - reference["moment"][:, i]
+        df = np.asarray(loads.force[:, i, :2]) - reference["force"][:, i]
+        peak = np.abs(reference["moment"][:, i]).max()
+        rows.append(
+            (
+                f"{j} on {s}",
+                f"{np.sqrt(np.mean(dm**2)):.3f}",
+                f"{np.abs(dm).max():.3f}",
+                f"{peak:.1f}",
+                f"{np.sqrt(np.mean(df**2)):.3f}",
+                f"{np.abs(df).max():.3f}",
+            )
+        )
+    head = (
+        "against Winter's Table A.5",
+        "moment RMS (N·m)",
+        "max (N·m)",
+        "|A.5 moment| max",
+        "force RMS (N)",
+        "max (N)",
+    )
+    return table(rows, head)

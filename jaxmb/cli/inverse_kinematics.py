@@ -10,7 +10,7 @@ import numpy as np
 
 from ..io.setup import run_inverse_kinematics
 from ..plots import plot_trial_columns
-from .common import table
+from .common import output_dir, table
 from .opensim_runs import Progress, add_common_options, enable_cache, setup_errors
 
 __all__ = ["add_parser", "run"]
@@ -35,6 +35,8 @@ def add_parser(subparsers):
 
 def run(args) -> int:
     """Run the setup; print the summary and the files written."""
+    if args.out is not None:
+        output_dir(args.out)  # checked before any work
     say = Progress(args.quiet)
     if not args.no_cache:
         say(f"compilation cache: {enable_cache()}")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -14,7 +13,15 @@ import numpy as np
 from ..model import ModelError
 from ..muscles import lengths_and_moment_arms
 from ..plots import plot_moment_arms
-from .common import CliError, default_run, parse_vector, progress, resolve_model, table
+from .common import (
+    CliError,
+    default_run,
+    output_dir,
+    parse_vector,
+    progress,
+    resolve_model,
+    table,
+)
 
 __all__ = ["add_parser", "run", "parse_range"]
 
@@ -57,7 +64,9 @@ def parse_range(text: str) -> tuple[float, float]:
 
 def _sweep(model, k: int, Q: np.ndarray):
     """Row k of R (ns, nm) and L (ns, nm) at the poses Q (ns, nq), in compiled chunks."""
-    chunk = min(len(Q), 32)
+    # small chunks, so the bar moves: the first chunk compiles (most of the time), then each
+    # chunk is one call of the compiled sweep
+    chunk = min(len(Q), 8)
 
     # lax.map, not vmap: wrapped paths branch (OpenSim's choices, early-exit iterations), and a
     # vmapped branch runs every side for every pose (see muscles.muscle_lengths)
@@ -68,17 +77,20 @@ def _sweep(model, k: int, Q: np.ndarray):
     f = jax.jit(lambda Q: jax.lax.map(row_and_lengths, Q))
     R, L = [], []
     n_chunks = -(-len(Q) // chunk)
+    label = f"moment arms of {len(model.muscle_names)} muscles, {len(Q)} poses"
+    progress(0, n_chunks, label + " (compiling)")
     for c in range(n_chunks):
         part = Q[c * chunk : (c + 1) * chunk]
         pad = np.concatenate([part, np.repeat(part[-1:], chunk - len(part), 0)])
         r, length = jax.block_until_ready(f(jnp.asarray(pad)))
         R.append(np.asarray(r)[: len(part)])
         L.append(np.asarray(length)[: len(part)])
-        progress(c + 1, n_chunks, f"moment arms of {len(model.muscle_names)} muscles")
+        progress(c + 1, n_chunks, label + " " * len(" (compiling)"))
     return np.concatenate(R), np.concatenate(L)
 
 
 def run(args) -> int:
+    out = output_dir(args.out)
     name, model, builtin = resolve_model(args.model)
     if model.muscles is None or not model.muscle_names:
         raise CliError(f"model {name!r} has no muscles; moment arms need one (e.g. arm26)")
@@ -110,7 +122,6 @@ def run(args) -> int:
         bad = xs[np.flatnonzero(~np.all(np.isfinite(R) & np.isfinite(L), axis=1))[0]]
         raise CliError(f"non-finite moment arm or length at {cname} = {bad:g}")
 
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     csv_path = out / f"{name}_moment_arms_{cname}.csv"
     names = model.muscle_names

@@ -33,6 +33,8 @@ def run(args) -> int:
     out = Path(args.file)
     if out.suffix != ".json":
         raise CliError(f"the model file must end in .json, got {str(out)!r}")
+    if out.is_dir():
+        raise CliError(f"{out} is a directory; give the model file's name (*.json)")
     if out.exists() and not args.force:
         raise CliError(f"{out} exists; pass --force to overwrite it")
     if not out.parent.is_dir():

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
 import jax
 import numpy as np
@@ -15,7 +14,7 @@ import numpy as np
 from ..model import ModelError
 from ..plots import plot_trajectory
 from ..simulation import SOLVERS, SimulationError, simulate
-from .common import CliError, default_run, parse_vector, resolve_model
+from .common import CliError, default_run, output_dir, parse_vector, resolve_model
 
 __all__ = ["add_parser", "run", "write_csv"]
 
@@ -49,6 +48,7 @@ def add_parser(subparsers):
 def run(args) -> int:
     if args.points < 2:
         raise CliError(f"--points must be at least 2, got {args.points}")
+    out = output_dir(args.out)
     name, model, builtin = resolve_model(args.model)
     q0d, qd0d, t1d, solverd, rtold, atold, reference = default_run(name if builtin else "", model)
     q0 = parse_vector(args.q0, model.nq, "--q0")
@@ -86,7 +86,6 @@ def run(args) -> int:
     ref = reference(t1, q0, qd0, traj) if reference is not None else None
     stats = {k: int(np.asarray(v)) for k, v in traj.stats.items() if k != "max_steps"}
 
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     csv_path = out / f"{name}.csv"
     write_csv(csv_path, model, tq, q, qd, f)

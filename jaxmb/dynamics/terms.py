@@ -27,7 +27,7 @@ from jaxtyping import Array, Float
 
 from ..forces import applied_forces, applied_forces_from
 from ..kinematics import body_transforms, tree_kinematics
-from ..model import Model
+from ..model import Model, check_coordinate_vectors
 from .closed_form import closed_form_terms
 from .lagrangian import lagrangian_bias_forces, lagrangian_gravity_forces, lagrangian_mass_matrix
 from .per_state import tree_terms
@@ -77,6 +77,7 @@ def mass_matrix(
         method: ``"tree"`` (CRBA projected through ∇f), ``"closed_form"`` (Eq. 145) or
             ``"lagrangian"`` (∂²T/∂q̇², autodiff referee).
     """
+    check_coordinate_vectors(model, "mass_matrix", q=q)
     _check_method(method)
     if method == "tree":
         return tree_terms(model, q, None, ("m",))[0]
@@ -89,6 +90,7 @@ def bias_forces(
     model: Model, q: Float[Array, " nq"], qd: Float[Array, " nq"], method: str = "tree"
 ) -> Float[Array, " nq"]:
     """Coriolis and centrifugal forces ``N(q, q̇) q̇`` (left-hand side, gravity excluded), (nq,)."""
+    check_coordinate_vectors(model, "bias_forces", q=q, qd=qd)
     _check_method(method)
     if method == "tree":
         return tree_terms(model, q, qd, ("n",))[0]
@@ -101,6 +103,7 @@ def gravity_forces(
     model: Model, q: Float[Array, " nq"], method: str = "tree"
 ) -> Float[Array, " nq"]:
     """Generalized gravity force ``G(q) = −∂V/∂q`` (right-hand side, Eq. 187), shape (nq,)."""
+    check_coordinate_vectors(model, "gravity_forces", q=q)
     _check_method(method)
     if method == "tree":
         return tree_terms(model, q, None, ("g",))[0]
@@ -159,6 +162,7 @@ def forward_dynamics(
         not finite, which means M is singular (a coordinate that moves no mass) or the state is not
         finite.
     """
+    check_coordinate_vectors(model, "forward_dynamics", q=q, qd=qd, tau=tau)
     qdd, ok = try_forward_dynamics(model, q, qd, tau, t)
     return eqx.error_if(
         qdd,
@@ -176,6 +180,7 @@ def inverse_dynamics(
     t=0.0,
 ) -> Float[Array, " nq"]:
     """τ (nq,) with ``M q̈ + N q̇ = G + Q_applied + τ``, by one Newton–Euler pass (no M formed)."""
+    check_coordinate_vectors(model, "inverse_dynamics", q=q, qd=qd, qdd=qdd)
     kin = tree_kinematics(model, q)
     _, rnea, G = projected_terms(model, kin, qd, qdd, want_m=False)
     return rnea - G - applied_forces_from(model, kin, qd, t)
@@ -185,6 +190,7 @@ def kinetic_energy(
     model: Model, q: Float[Array, " nq"], qd: Float[Array, " nq"]
 ) -> Float[Array, ""]:
     """``T = ½ q̇ᵀ M(q) q̇`` (J), M from the tree algorithm."""
+    check_coordinate_vectors(model, "kinetic_energy", q=q, qd=qd)
     return 0.5 * qd @ mass_matrix(model, q) @ qd
 
 

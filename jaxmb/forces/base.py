@@ -24,14 +24,18 @@ from __future__ import annotations
 import abc
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 from ..kinematics import Kinematics, point_jacobian_from, tree_kinematics
+from ..model import ModelError
 
 __all__ = [
     "AbstractForce",
     "as_float",
+    "check_physical",
     "point_jacobian",
     "applied_forces",
     "applied_forces_from",
@@ -48,6 +52,21 @@ class AbstractForce(eqx.Module):
     def from_kinematics(self, model, kin: Kinematics, qd, t) -> Float[Array, " nq"]:
         """:meth:`generalized_force` at ``kin.q`` from precomputed kinematics (same value)."""
         return self.generalized_force(model, kin.q, qd, t)
+
+
+def check_physical(element, *names, nonnegative=()) -> None:
+    """Raise :class:`jaxmb.ModelError` naming the element, the field and its value when a field in
+    ``names`` is not finite or one in ``nonnegative`` is negative (traced values are skipped)."""
+    for name in names:
+        x = getattr(element, name)
+        if isinstance(x, jax.core.Tracer):
+            continue
+        v = np.asarray(x, dtype=float)
+        bad = ~np.isfinite(v) | ((v < 0) if name in nonnegative else False)
+        if np.any(bad):
+            rule = "finite and >= 0" if name in nonnegative else "finite"
+            val = float(v[bad].reshape(-1)[0])
+            raise ModelError(f"{type(element).__name__}: {name} = {val!r} must be {rule}")
 
 
 def as_float(x):

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from ..kinematics import point_jacobian_from, tree_kinematics
-from .base import AbstractForce, as_float
+from .base import AbstractForce, as_float, check_physical
 
 __all__ = ["PointToPointSpring", "JointSpring"]
 
@@ -38,6 +38,10 @@ class PointToPointSpring(AbstractForce):
         self.stiffness = as_float(stiffness)
         self.rest_length = as_float(rest_length)
         self.damping = as_float(damping)
+
+    def __check_init__(self):
+        names = ("stiffness", "rest_length", "damping")
+        check_physical(self, *names, nonnegative=names)
 
     def length_and_gradient(self, model, q):
         """Spring length L (m) and ``∂L/∂q`` (nq,)."""
@@ -85,6 +89,9 @@ class JointSpring(AbstractForce):
         self.stiffness = as_float(stiffness)
         self.rest = as_float(rest)
         self.damping = as_float(damping)
+
+    def __check_init__(self):
+        check_physical(self, "stiffness", "rest", "damping", nonnegative=("stiffness", "damping"))
 
     def _index(self, model):
         j = model.body_index(self.joint)

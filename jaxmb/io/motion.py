@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ __all__ = [
     "read_trc",
     "write_trc",
     "read_c3d",
+    "check_c3d_layout",
 ]
 
 
@@ -84,30 +86,89 @@ def _split(line: str) -> list[str]:
     return line.rstrip("\r\n").split("\t") if "\t" in line else line.split()
 
 
+def _read_lines(path: Path) -> list[str]:
+    """The file's lines; an unreadable file or one that ends in the middle of a line (no line end
+    after the last line: a truncated file) raises :class:`MotionFileError`."""
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise MotionFileError(f"{path}: cannot read ({e})") from None
+    if "\x00" in text:
+        raise MotionFileError(f"{path}, line {text[: text.index(chr(0))].count(chr(10)) + 1}: "
+                              "a NUL byte (binary data, not a text file)")
+    lines = text.splitlines()
+    if text and not text.endswith(("\n", "\r")) and lines[-1].strip():
+        raise MotionFileError(
+            f"{path}, line {len(lines)}: the file ends in the middle of this line (no line end):"
+            " truncated? (if the line is complete, end it with a newline)"
+        )
+    return lines
+
+
+_YES, _NO = ("yes", "true", "1"), ("no", "false", "0")
+
+
+def _count(path, header, lines_of, key) -> int | None:
+    """A header count (``nRows=...``) as an int, or None when absent."""
+    if key not in header:
+        return None
+    v = header[key]
+    if not v.isdigit():
+        raise MotionFileError(
+            f"{path}, line {lines_of[key]}: {key}={v!r} is not a non-negative integer"
+        )
+    return int(v)
+
+
+def _check_time(path, time, where, what="time") -> None:
+    """Time finite and increasing, naming the first bad row (``where[i]``: "line 7", "row 2")."""
+    bad = np.flatnonzero(~np.isfinite(time))
+    if bad.size:
+        raise MotionFileError(
+            f"{path}, {where[bad[0]]}: {what} {float(time[bad[0]])!r} is not a finite number"
+        )
+    back = np.flatnonzero(np.diff(time) <= 0)
+    if back.size:
+        k = back[0] + 1
+        raise MotionFileError(
+            f"{path}, {where[k]}: {what} {float(time[k])!r} does not increase (the row"
+            f" before has {float(time[k - 1])!r}); rows must be in increasing time"
+        )
+
+
 def read_storage(path: str | Path) -> Storage:
     """Read an OpenSim ``.mot`` or ``.sto`` file (Storage version 1; OpenSim 3 and 4 headers).
 
+    The header is checked against the data: ``inDegrees`` must be yes/no, ``nRows``/``datarows``
+    and ``nColumns``/``datacolumns`` (time included) must match the table, labels must be unique,
+    time finite and increasing; NaN is allowed in the data columns (OpenSim writes it for missing
+    values).
+
     Raises:
-        MotionFileError: missing ``endheader``, a row of the wrong length or a non-number, naming
-            the file and the line.
+        MotionFileError: missing ``endheader``, a header that disagrees with the data, a row of
+            the wrong length or a non-number, time not increasing, a file truncated in the middle of
+            a line — naming the file and the line.
     """
     path = Path(path)
-    try:
-        lines = path.read_text().splitlines()
-    except (OSError, UnicodeDecodeError) as e:
-        raise MotionFileError(f"{path}: cannot read ({e})") from None
+    lines = _read_lines(path)
     end = next((i for i, ln in enumerate(lines) if ln.strip().lower() == "endheader"), None)
     if end is None:
         raise MotionFileError(f"{path}: no 'endheader' line; not an OpenSim Storage file")
-    name, header = "", {}
+    name, header, line_of = "", {}, {}
     for i, ln in enumerate(lines[:end]):
         s = ln.strip()
         if "=" in s:
             k, v = s.split("=", 1)
             header[k.strip()] = v.strip()
+            line_of[k.strip()] = i + 1
         elif i == 0:
             name = s
-    in_degrees = header.pop("inDegrees", "no").lower() in ("yes", "true", "1")
+    deg = header.pop("inDegrees", "no")
+    if deg.lower() not in _YES + _NO:
+        raise MotionFileError(
+            f"{path}, line {line_of['inDegrees']}: inDegrees={deg!r}; expected yes or no"
+        )
+    in_degrees = deg.lower() in _YES
     k = end + 1
     while k < len(lines) and not lines[k].strip():
         k += 1
@@ -118,7 +179,12 @@ def read_storage(path: str | Path) -> Storage:
         raise MotionFileError(
             f"{path}, line {k + 1}: the first column must be 'time', got {labels[:1]}"
         )
-    rows = []
+    seen = set()
+    for c in labels:
+        if c in seen:
+            raise MotionFileError(f"{path}, line {k + 1}: column label {c!r} appears twice")
+        seen.add(c)
+    rows, row_lines = [], []
     for j, ln in enumerate(lines[k + 1 :], start=k + 2):
         if not ln.strip():
             continue
@@ -131,12 +197,23 @@ def read_storage(path: str | Path) -> Storage:
             rows.append([float(f) for f in fields])
         except ValueError:
             raise MotionFileError(f"{path}, line {j}: not a number in {fields}") from None
+        row_lines.append(j)
     arr = np.asarray(rows, dtype=float).reshape(len(rows), len(labels))
     for key in ("nRows", "datarows"):
-        if key in header and header[key].isdigit() and int(header[key]) != arr.shape[0]:
+        n = _count(path, header, line_of, key)
+        if n is not None and n != arr.shape[0]:
             raise MotionFileError(
-                f"{path}: header says {key}={header[key]} but there are {arr.shape[0]} rows"
+                f"{path}, line {line_of[key]}: header says {key}={n} but there are"
+                f" {arr.shape[0]} data rows"
             )
+    for key in ("nColumns", "datacolumns"):
+        n = _count(path, header, line_of, key)
+        if n is not None and n != len(labels):
+            raise MotionFileError(
+                f"{path}, line {line_of[key]}: header says {key}={n} but line {k + 1} has"
+                f" {len(labels)} column labels (time included)"
+            )
+    _check_time(path, arr[:, 0], [f"line {j}" for j in row_lines])
     for key in ("version", "nRows", "nColumns", "datarows", "datacolumns"):
         header.pop(key, None)
     return Storage(
@@ -162,8 +239,12 @@ def write_storage(path: str | Path, storage: Storage) -> Path:
             f"{path}: {data.shape[1]} data columns for {len(storage.columns)} labels"
         )
     for c in storage.columns:
-        if not c or any(ch in c for ch in "\t\n\r"):
+        if not c or c != c.strip() or any(ch in c for ch in "\t\n\r"):
             raise MotionFileError(f"{path}: invalid column label {c!r}")
+    if len(set(storage.columns)) != len(storage.columns) or "time" in storage.columns:
+        dup = next(c for c in storage.columns if storage.columns.count(c) > 1 or c == "time")
+        raise MotionFileError(f"{path}: column label {dup!r} appears twice (time included)")
+    _check_time(path, time, [f"row {i}" for i in range(time.shape[0])])
     header = {k: v for k, v in storage.header.items() if k not in ("nRows", "nColumns")}
     header.pop("inDegrees", None)
     header.pop("version", None)
@@ -284,14 +365,16 @@ class TRCData:
 def read_trc(path: str | Path) -> TRCData:
     """Read a ``.trc`` marker file (PathFileType 4, X/Y/Z).
 
+    The header is checked against the data (``NumMarkers`` against the marker names, ``NumFrames``
+    against the rows, rates positive, marker names unique); every row must have ``2 + 3·NumMarkers``
+    fields (a missing marker is empty fields, read as NaN; a short row is an error, as in
+    OpenSim's TRCFileAdapter), frame numbers integers and time finite and increasing.
+
     Raises:
         MotionFileError: a malformed header or row, naming the file and the line.
     """
     path = Path(path)
-    try:
-        lines = path.read_text().splitlines()
-    except (OSError, UnicodeDecodeError) as e:
-        raise MotionFileError(f"{path}: cannot read ({e})") from None
+    lines = _read_lines(path)
     if len(lines) < 5 or not lines[0].startswith("PathFileType"):
         raise MotionFileError(f"{path}, line 1: not a TRC file (no 'PathFileType' header)")
     keys = lines[1].rstrip("\r\n").split("\t")
@@ -299,12 +382,26 @@ def read_trc(path: str | Path) -> TRCData:
     if len(keys) != len(vals):
         raise MotionFileError(f"{path}, line 3: {len(vals)} values for {len(keys)} header fields")
     header = {k.strip(): v.strip() for k, v in zip(keys, vals, strict=True)}
-    try:
-        n_markers = int(header["NumMarkers"])
-        data_rate = float(header.get("DataRate", "nan"))
-        camera_rate = float(header.get("CameraRate", header.get("DataRate", "nan")))
-    except (KeyError, ValueError) as e:
-        raise MotionFileError(f"{path}, line 3: bad header field ({e})") from None
+    if "NumMarkers" not in header:
+        raise MotionFileError(f"{path}, line 2: no NumMarkers field in the header")
+    if not header["NumMarkers"].isdigit():
+        raise MotionFileError(
+            f"{path}, line 3: NumMarkers={header['NumMarkers']!r} is not a non-negative integer"
+        )
+    n_markers = int(header["NumMarkers"])
+    rates = {}
+    for key in ("DataRate", "CameraRate"):
+        text = header.get(key, header.get("DataRate", "nan"))
+        try:
+            rates[key] = float(text)
+        except ValueError:
+            raise MotionFileError(f"{path}, line 3: {key}={text!r} is not a number") from None
+        if key in header and not (math.isfinite(rates[key]) and rates[key] > 0):
+            raise MotionFileError(f"{path}, line 3: {key}={text!r} must be a positive rate (Hz)")
+    if "NumFrames" in header and not header["NumFrames"].isdigit():
+        raise MotionFileError(
+            f"{path}, line 3: NumFrames={header['NumFrames']!r} is not a non-negative integer"
+        )
     names_row = lines[3].rstrip("\r\n").split("\t")
     if len(names_row) < 2 or names_row[0].strip() != "Frame#":
         raise MotionFileError(f"{path}, line 4: expected 'Frame#\\tTime\\t<markers>'")
@@ -313,36 +410,48 @@ def read_trc(path: str | Path) -> TRCData:
         raise MotionFileError(
             f"{path}, line 4: {len(markers)} marker names but NumMarkers={n_markers}"
         )
-    frames, times, pos = [], [], []
+    dup = [m for k, m in enumerate(markers) if m in markers[:k]]
+    if dup:
+        raise MotionFileError(f"{path}, line 4: marker name {dup[0]!r} appears twice")
+    width = 2 + 3 * n_markers
+    frames, times, pos, where = [], [], [], []
     for j, ln in enumerate(lines[5:], start=6):
         if not ln.strip():
             continue
         fields = ln.rstrip("\r\n").split("\t")
-        if len(fields) < 2:
-            raise MotionFileError(f"{path}, line {j}: too few fields")
-        vals3 = fields[2 : 2 + 3 * n_markers]
-        vals3 += [""] * (3 * n_markers - len(vals3))
+        if len(fields) != width:
+            raise MotionFileError(
+                f"{path}, line {j}: {len(fields)} fields, expected {width} (Frame#, Time and"
+                f" X/Y/Z of {n_markers} markers): a truncated or malformed row"
+            )
         try:
-            frames.append(int(float(fields[0])))
+            frame = float(fields[0])
+            if frame != int(frame):
+                raise ValueError
+            frames.append(int(frame))
             times.append(float(fields[1]))
-            pos.append([float(v) if v.strip() else np.nan for v in vals3])
-        except ValueError:
+            pos.append([float(v) if v.strip() else np.nan for v in fields[2:]])
+        except (ValueError, OverflowError):
             raise MotionFileError(f"{path}, line {j}: not a number in {fields[:8]}...") from None
+        where.append(f"line {j}")
     n = len(times)
     positions = np.asarray(pos, dtype=float).reshape(n, n_markers, 3)
-    if "NumFrames" in header and header["NumFrames"].isdigit() and int(header["NumFrames"]) != n:
-        raise MotionFileError(f"{path}: NumFrames={header['NumFrames']} but {n} data rows")
+    if "NumFrames" in header and int(header["NumFrames"]) != n:
+        raise MotionFileError(
+            f"{path}, line 3: NumFrames={header['NumFrames']} but there are {n} data rows"
+        )
+    _check_time(path, np.asarray(times, dtype=float), where)
     units = header.pop("Units", "m")
     for k in ("DataRate", "CameraRate", "NumFrames", "NumMarkers"):
         header.pop(k, None)
     return TRCData(
-        time=np.asarray(times),
+        time=np.asarray(times, dtype=float),
         frames=np.asarray(frames, dtype=int),
         markers=markers,
         positions=positions,
         units=units,
-        data_rate=data_rate,
-        camera_rate=camera_rate,
+        data_rate=rates["DataRate"],
+        camera_rate=rates["CameraRate"],
         header=header,
     )
 
@@ -357,6 +466,10 @@ def write_trc(path: str | Path, data: TRCData) -> Path:
             f"{path}: positions {P.shape} and time {np.asarray(data.time).shape} do not match"
             f" {m} markers"
         )
+    dup = [k for k in data.markers if data.markers.count(k) > 1]
+    if dup or any(not k or k != k.strip() or any(c in k for c in "\t\n\r") for k in data.markers):
+        raise MotionFileError(f"{path}: marker names must be unique and non-empty: {dup or data.markers}")
+    _check_time(path, np.asarray(data.time, dtype=float), [f"row {i}" for i in range(n)])
     orig_start = data.header.get("OrigDataStartFrame", str(int(data.frames[0]) if n else 1))
     lines = [
         f"PathFileType\t4\t(X/Y/Z)\t{path.name}",
@@ -379,6 +492,81 @@ def write_trc(path: str | Path, data: TRCData) -> Path:
 # --------------------------------------------------------------------------------------------
 # C3D (optional ezc3d)
 # --------------------------------------------------------------------------------------------
+
+
+def check_c3d_layout(path: Path, raw: bytes) -> None:
+    """Check a C3D file's header against its length before ``ezc3d`` reads it (ezc3d loops
+    forever on some truncated files): the 512-byte header, the parameter section it points to,
+    and the 3D/analog data its counts imply. Raises :class:`MotionFileError` naming what is short.
+    """
+    if len(raw) < 512:
+        raise MotionFileError(f"{path}: {len(raw)} bytes, shorter than a C3D header (512)")
+    if raw[1] != 0x50:
+        raise MotionFileError(f"{path}: not a C3D file (byte 2 is {raw[1]:#x}, not 0x50)")
+    pstart = (raw[0] - 1) * 512
+    if raw[0] < 2 or len(raw) < pstart + 4:
+        raise MotionFileError(
+            f"{path}: the header puts the parameters at block {raw[0]}, beyond the file's"
+            f" {len(raw)} bytes (truncated?)"
+        )
+    nblocks, processor = raw[pstart + 2], raw[pstart + 3]
+    if len(raw) < pstart + nblocks * 512:
+        raise MotionFileError(
+            f"{path}: truncated in the parameter section ({nblocks} blocks from byte {pstart},"
+            f" file has {len(raw)} bytes)"
+        )
+    end = ">" if processor == 86 else "<"  # 84 Intel, 85 DEC (integers little-endian), 86 MIPS
+    _check_c3d_parameters(path, raw, pstart + 4, pstart + nblocks * 512, end)
+    n_points, n_analog, first, last = struct.unpack(end + "4H", raw[2:10])
+    (scale,) = struct.unpack(end + "f", raw[12:16]) if processor != 85 else (-1.0,)
+    (data_block,) = struct.unpack(end + "H", raw[16:18])
+    frames = last - first + 1
+    if data_block < 2 or frames <= 0 or processor == 85:
+        return  # more than 65535 frames (counted in the parameters) or DEC floats: ezc3d decides
+    per_frame = (4 * n_points + n_analog) * (4 if scale < 0 else 2)
+    need = (data_block - 1) * 512 + frames * per_frame
+    if len(raw) < need:
+        raise MotionFileError(
+            f"{path}: truncated: the header's {frames} frames of {n_points} points and"
+            f" {n_analog} analog samples need {need} bytes, the file has {len(raw)}"
+        )
+
+
+def _check_c3d_parameters(path: Path, raw: bytes, pos: int, stop: int, end: str) -> None:
+    """Walk the parameter section's records (C3D manual, "The parameter section"): every name
+    printable, every record's data and description inside the record and the section — ezc3d
+    crashes (segmentation fault) on some corrupt sections instead of raising."""
+
+    def bad(what):
+        raise MotionFileError(f"{path}: corrupt parameter section at byte {pos}: {what}")
+
+    printable = set(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-:+./ ")
+    while pos + 2 <= stop:
+        nlen = abs(struct.unpack("b", raw[pos : pos + 1])[0])
+        if nlen == 0:
+            return
+        gid = struct.unpack("b", raw[pos + 1 : pos + 2])[0]
+        body = pos + 2 + nlen
+        if body + 2 > stop or not set(raw[pos + 2 : body]) <= printable:
+            bad("a record name that is not printable or runs past the section")
+        (off,) = struct.unpack(end + "H", raw[body : body + 2])
+        nxt = body + off if off else stop
+        if nxt > stop or (off and off < 2):
+            bad(f"a record offset ({off}) outside the section")
+        p = body + 2
+        if gid > 0:  # a parameter: type, dimensions, data
+            if p + 2 > nxt:
+                bad("a parameter record too short for its type and dimensions")
+            kind, nd = struct.unpack("b", raw[p : p + 1])[0], raw[p + 1]
+            if kind not in (-1, 1, 2, 4) or nd > 7 or p + 2 + nd > nxt:
+                bad(f"parameter type {kind} or {nd} dimensions")
+            size = abs(kind) * math.prod(raw[p + 2 : p + 2 + nd])
+            p += 2 + nd + size
+        if p + 1 > nxt or p + 1 + raw[p] > nxt:
+            bad("a record's data or description runs past the record")
+        if not off:
+            return
+        pos = nxt
 
 
 def read_c3d(path: str | Path) -> dict[str, Any]:
@@ -404,13 +592,27 @@ def read_c3d(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise MotionFileError(f"{path}: file not found")
+    check_c3d_layout(path, path.read_bytes())
     try:
         c = ezc3d.c3d(str(path), extract_forceplat_data=True)
     except Exception as e:  # ezc3d raises plain RuntimeErrors
         raise MotionFileError(f"{path}: ezc3d cannot read it ({e})") from None
     pts = np.asarray(c["data"]["points"], dtype=float)  # (4, m, n)
-    labels = tuple(c["parameters"]["POINT"]["LABELS"]["value"])
-    rate = float(np.asarray(c["parameters"]["POINT"]["RATE"]["value"]).reshape(-1)[0])
+    try:
+        labels = tuple(str(x).strip() for x in c["parameters"]["POINT"]["LABELS"]["value"])
+        rate = float(np.asarray(c["parameters"]["POINT"]["RATE"]["value"]).reshape(-1)[0])
+    except (KeyError, IndexError, TypeError, ValueError) as e:
+        raise MotionFileError(f"{path}: POINT:LABELS or POINT:RATE missing or malformed ({e})") from None
+    if len(labels) < pts.shape[1]:
+        raise MotionFileError(
+            f"{path}: POINT:LABELS names {len(labels)} markers for {pts.shape[1]} points"
+        )
+    labels = labels[: pts.shape[1]]
+    dup = [x for k, x in enumerate(labels) if x in labels[:k]]
+    if dup:
+        raise MotionFileError(f"{path}: POINT:LABELS names marker {dup[0]!r} twice")
+    if not (math.isfinite(rate) and rate > 0):
+        raise MotionFileError(f"{path}: POINT:RATE = {rate} Hz; expected a positive rate")
     units_p = c["parameters"]["POINT"].get("UNITS", {}).get("value", ["mm"])
     positions = np.transpose(pts[:3], (2, 1, 0)).copy()
     if "meta_points" in c["data"] and "residuals" in c["data"]["meta_points"]:

@@ -27,7 +27,18 @@ def _joint_map(model_or_map) -> AbstractJointMap:
 
 def joint_values(model, q: Float[Array, " nq"]) -> Float[Array, " nj"]:
     """f(q), shape (nj,) (rad / m); ``model`` is a :class:`~jaxmb.model.Model` or a joint map."""
-    return _joint_map(model)(jnp.asarray(q))
+    jm = _joint_map(model)
+    check_q(jm, q, "joint_values")
+    return jm(jnp.asarray(q))
+
+
+def check_q(jm: AbstractJointMap, q, function: str) -> None:
+    """Raise ``ValueError`` naming ``function``, nq and the shape given unless q is (nq,)."""
+    if jnp.shape(q) != (jm.nq,):
+        raise ValueError(
+            f"{function}: q must have shape (nq,) = ({jm.nq},) for this joint map, got shape"
+            f" {jnp.shape(q)}"
+        )
 
 
 def projection_solve(gbar: Float[Array, "m m"], rhs: Float[Array, "m k"]) -> Float[Array, "m k"]:
@@ -179,6 +190,7 @@ def _derivatives(model, q, method: str, h: float, premodel_map: PremodelMap | No
             'method="premodel" needs premodel_map=premodel(model.joint_map, ranges, n) '
             "(building the fit is a one-off sweep, not part of each evaluation)"
         )
+    check_q(jm, q, "joint_gradients/joint_hessians")
     h = jnp.asarray(h, dtype=jnp.result_type(float)) if method == "molecule" else None
     return _derivatives_impl(jm, jnp.asarray(q), method, h, premodel_map)
 

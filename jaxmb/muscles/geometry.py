@@ -180,7 +180,15 @@ def muscle_lengths(model: Model, q: Float[Array, " nq"]) -> Float[Array, " nm"]:
     L = jnp.zeros(len(ms.muscles), A_ext.dtype)
     for g in _groups(model, A_ext, q):
         L = L.at[np.asarray(g.index)].set(g.lengths_and_paths()[0])
-    return L
+    return _nan_unless_finite(q, L)
+
+
+def _nan_unless_finite(q, *xs):
+    """``xs`` unchanged where q is finite, else NaN: the path kernel's discrete choices
+    (``where``/``argmin`` over wrap candidates) would turn a NaN pose into plausible numbers."""
+    ok = jnp.all(jnp.isfinite(q))
+    out = tuple(jnp.where(ok, x, jnp.nan) for x in xs)
+    return out[0] if len(xs) == 1 else out
 
 
 def path_inputs(model: Model, q, muscle: int | str):
@@ -332,7 +340,7 @@ def lengths_and_moment_arms(
         R = jnp.stack(cols, axis=1)
     else:
         raise ValueError(f"moment_arms: unknown method {method!r}; use 'dense' or 'sparse'")
-    return L, R + R_mov
+    return _nan_unless_finite(q, L, R + R_mov)
 
 
 def muscle_velocities(model: Model, q, qd) -> Float[Array, " nm"]:

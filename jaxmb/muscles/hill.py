@@ -269,6 +269,13 @@ def musculoskeletal_rhs(
         raise ValueError(
             f"musculoskeletal_rhs: tendon must be 'rigid' or 'elastic', got {tendon!r}"
         )
+    if model.muscles is None or not model.muscle_names:
+        raise ValueError(f"musculoskeletal_rhs: model {model.name!r} has no muscles")
+    if not callable(excitation):
+        raise TypeError(
+            "musculoskeletal_rhs: excitation must be a function of time returning (nm,)"
+            f" excitations in [0, 1], got {type(excitation).__name__}"
+        )
     p = model.muscles.params
     nq = model.nq
     nm = len(model.muscle_names)

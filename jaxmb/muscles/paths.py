@@ -19,6 +19,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ..model import Model, ModelError
+from .checks import check_muscle_parameters
 from .points import ConditionalPathPoint, MovingPathPoint, PathPoint
 from .wrap import QUADRANTS, AbstractWrapObject, WrapCylinder, WrapEllipsoid, WrapSphere, WrapTorus
 
@@ -89,6 +90,9 @@ class MuscleParameters(eqx.Module):
         self.tendon_slack_length = jnp.asarray(tendon_slack_length, dtype=float)
         self.pennation_at_optimal = jnp.asarray(pennation_at_optimal, dtype=float)
         self.max_contraction_velocity = jnp.asarray(max_contraction_velocity, dtype=float)
+
+    def __check_init__(self):
+        check_muscle_parameters(self)
 
 
 class Muscle(eqx.Module):

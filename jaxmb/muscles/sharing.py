@@ -43,7 +43,8 @@ class SharingResult:
     Attributes:
         activations: (nt, nm) in [0, 1]. forces: (nt, nm) musculotendon forces (N).
         residual: (nt, nq) R F − τ (N·m or N). max_residual: (nt,) ‖residual‖_∞.
-        infeasible_frames: indices of frames with ``max_residual > tol``.
+        infeasible_frames: indices of frames with ``max_residual > tol`` or anything non-finite
+            (a NaN pose, velocity or torque, a NaN solution): every frame not solved.
         tol: the residual tolerance used (N·m).
     """
 
@@ -144,6 +145,13 @@ def share_forces(
             taken from OpenSim); both or neither. Otherwise they are computed from q.
     """
     q, qd, tau = (jnp.atleast_2d(jnp.asarray(x, dtype=float)) for x in (q, qd, tau))
+    if not (np.isfinite(float(tol)) and float(tol) > 0):
+        raise ValueError(f"share_forces: tol must be a positive number of N·m, got {tol!r}")
+    for name, v in (("rho", rho), ("outer", outer), ("inner", inner)):
+        if not (np.isfinite(float(v)) and float(v) > 0):
+            raise ValueError(f"share_forces: {name} must be positive, got {v!r}")
+    if model.muscles is None or not model.muscle_names:
+        raise ValueError(f"share_forces: model {model.name!r} has no muscles")
     if not (q.shape == qd.shape == tau.shape) or q.shape[1] != model.nq:
         raise ValueError(
             f"share_forces: q, qd, tau must all be (nt, {model.nq}); got {q.shape}, {qd.shape}, "
@@ -181,5 +189,10 @@ def share_forces(
 
     a, F, res = solve(q, qd, tau, lengths, moment_arms)
     mx = jnp.max(jnp.abs(res), axis=1)
-    bad = np.flatnonzero(np.asarray(mx) > tol)
+    # a frame with a non-finite pose, velocity, torque or result is infeasible too: NaN > tol is
+    # False, so test "not within tol"
+    finite = np.all(np.isfinite(np.asarray(a)), axis=1) & np.all(
+        np.isfinite(np.asarray(jnp.concatenate([q, qd, tau], axis=1))), axis=1
+    )
+    bad = np.flatnonzero(~(np.asarray(mx) <= tol) | ~finite)
     return SharingResult(a, F, res, mx, bad, float(tol))

@@ -34,6 +34,7 @@ from jaxtyping import Array, Float
 
 from ..dynamics import batched_forward_dynamics, try_forward_dynamics
 from ..model import Model
+from .checks import check_max_steps, check_run_arguments
 from .routes import PREMODEL_TOL, choose_route
 
 __all__ = [
@@ -211,6 +212,7 @@ def _prepare(model, q0, qd0, t0, t1, ts, dt0, rtol, atol, dtmin, solver, batch_d
             raise ValueError(f"ts must be a non-empty 1-D array of times, got shape {tsn.shape}")
         if np.any(np.diff(tsn) < 0) or tsn[0] < float(t0) or tsn[-1] > float(t1):
             raise ValueError(f"ts must be non-decreasing within [t0, t1] = [{t0}, {t1}]")
+    check_run_arguments(q0, qd0, rtol, atol, dt0, dtmin, model.coordinate_names, ts)
     if dtmin is None:
         dtmin = 1e-14 * (float(t1) - float(t0))
     f = lambda x: None if x is None else _as_float(x)
@@ -338,6 +340,7 @@ def simulate(
     Returns:
         :class:`Trajectory` with ts (nt,), q and qd (nt, nq), stats and result.
     """
+    check_max_steps(max_steps)
     pm, info = choose_route(model, route, tau)
     run = lambda pm: _run_solve(
         "simulate", _solve_jit, model, q0, qd0, t0, t1, ts, dt0, rtol, atol, dtmin, tau, solver,
@@ -453,6 +456,7 @@ def simulate_batch(
         if model_axes is not None:
             raise ValueError("simulate_batch: give batched_model=True or model_axes, not both")
         model_axes = eqx.if_array(0)
+    check_max_steps(max_steps)
     traj = _run_solve(
         "simulate_batch", _batch_solve_jit, model, q0s, qd0s, t0, t1, ts, dt0, rtol, atol, dtmin,
         tau, solver, batch_dims=1, model_axes=model_axes, max_steps=int(max_steps),

@@ -241,7 +241,7 @@ def test_forward_dynamics_singular_mass_matrix_raises():
 
 def test_tau_shape_checked():
     model = chain(2)
-    with pytest.raises(ValueError, match=r"tau must have shape \(2,\)"):
+    with pytest.raises(ValueError, match=r"forward_dynamics: tau must have shape \(nq,\) = \(2,\).*got shape \(3,\)"):
         dy.forward_dynamics(model, jnp.zeros(2), jnp.zeros(2), jnp.zeros(3))
 
 

@@ -377,7 +377,7 @@ def _set(path, value):
         (
             _set(["bodies", 1, "inertia"], [[1, 0, 0], [0, -1, 0], [0, 0, 3]]),
             "bodies[1].inertia",
-            "not positive definite",
+            "negative principal moment",
         ),
         (
             _set(["bodies", 1, "inertia"], [[1, 0.5, 0], [0, 1, 0], [0, 0, 3]]),
