@@ -84,7 +84,7 @@ def run(args) -> int:
     tq, q, qd = np.asarray(traj.ts), np.asarray(traj.q), np.asarray(traj.qd)
     f = np.asarray(jax.jit(jax.vmap(model.joint_map))(traj.q))
     ref = reference(t1, q0, qd0, traj) if reference is not None else None
-    stats = {k: int(np.asarray(v)) for k, v in traj.stats.items() if k != "max_steps"}
+    stats = {k: int(np.asarray(traj.stats[k])) for k in STEP_COUNTS}
 
     out.mkdir(parents=True, exist_ok=True)
     csv_path = out / f"{name}.csv"
@@ -113,6 +113,7 @@ def run(args) -> int:
             f"{stats['num_steps']} ({stats['num_accepted_steps']} accepted, "
             f"{stats['num_rejected_steps']} rejected)",
         ),
+        ("route", _route(traj.stats)),
         ("wall time", f"{wall * 1e3:.2f} ms (compiled)"),
         ("compile time", f"{max(first - wall, 0.0):.2f} s"),
         ("csv", str(csv_path)),
@@ -134,3 +135,19 @@ def write_csv(path, model, t, q, qd, f) -> None:
     )
     data = np.column_stack([t, q, qd, f])
     np.savetxt(path, data, delimiter=",", header=",".join(names), comments="", fmt="%.17g")
+
+
+STEP_COUNTS = ("num_steps", "num_accepted_steps", "num_rejected_steps")
+
+
+def _route(stats) -> str:
+    """Which right-hand side ``simulate`` integrated: the exact tree route, or its checked premodel
+    with the fit's cost and the run-time deviation from the exact route."""
+    route = str(stats.get("route", "exact"))
+    if route == "premodel":
+        return (
+            f"premodel (fit {float(stats.get('premodel_fit_s', 0.0)):.1f} s this call, "
+            f"deviation from exact {float(np.asarray(stats['premodel_deviation'])):.1e})"
+        )
+    why = stats.get("premodel_declined")
+    return f"exact ({why})" if why else route
