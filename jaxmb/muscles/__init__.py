@@ -34,6 +34,7 @@ from .points import (
     ConditionalPathPoint,
     FunctionPathPoint,
     MovingPathPoint,
+    OsimConditionalPathPoint,
     OsimMovingPathPoint,
     PathPoint,
     clamp_to_range,

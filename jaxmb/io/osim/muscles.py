@@ -34,6 +34,7 @@ from ...muscles import (
     Muscle,
     MuscleParameters,
     MuscleSet,
+    OsimConditionalPathPoint,
     OsimMovingPathPoint,
     PathPoint,
     PathWrap,
@@ -184,13 +185,17 @@ def path_point(
     if p.kind == "ConditionalPathPoint":
         if p.coordinate not in coordinates:
             raise OsimImportError(f"{wp}: unknown coordinate {p.coordinate!r}")
-        if p.coordinate not in independent:
-            raise OsimImportError(
-                f"{wp}: conditional on {p.coordinate!r}, a coupled coordinate (only"
-                " independent ones are supported)"
-            )
         x = C @ np.asarray(p.location) + t
-        return ConditionalPathPoint(b, x, p.coordinate, p.range, p.name)
+        if p.coordinate in independent:
+            return ConditionalPathPoint(b, x, p.coordinate, p.range, p.name)
+        if joint_map is None:
+            raise OsimImportError(
+                f"{wp}: conditional on {p.coordinate!r}, not a model coordinate (coupled or"
+                " locked): it needs the model's joint map"
+            )
+        return OsimConditionalPathPoint(
+            b, x, coordinates.index(p.coordinate), p.range, joint_map, p.name
+        )
     if joint_map is None:
         raise OsimImportError(f"{wp}: a moving point needs the model's joint map")
     funcs, srcs = [], []
@@ -277,8 +282,8 @@ def _attach(model: Model, muscles: list) -> Model:
         Muscle(
             m.name,
             tuple(
-                PathPoint(p.body, p.offset, p.name)  # any finite point: only checked
-                if isinstance(p, OsimMovingPathPoint)
+                PathPoint(p.body, np.zeros(3), p.name)  # any finite point: only checked
+                if isinstance(p, (OsimMovingPathPoint, OsimConditionalPathPoint))
                 else p
                 for p in m.points
             ),
@@ -292,7 +297,7 @@ def _attach(model: Model, muscles: list) -> Model:
         Muscle(
             c.name,
             tuple(
-                o if isinstance(o, OsimMovingPathPoint) else v
+                o if isinstance(o, (OsimMovingPathPoint, OsimConditionalPathPoint)) else v
                 for o, v in zip(m.points, c.points, strict=True)
             ),
             c.wraps,

@@ -47,7 +47,17 @@ __all__ = [
     "unit_axis",
 ]
 
-SUPPORTED_JOINTS = ("CustomJoint", "PinJoint", "SliderJoint", "WeldJoint")
+SUPPORTED_JOINTS = (
+    "CustomJoint",
+    "PinJoint",
+    "SliderJoint",
+    "WeldJoint",
+    "UniversalJoint",
+    "GimbalJoint",
+    "BallJoint",
+    "FreeJoint",
+    "PlanarJoint",
+)
 SUPPORTED_MUSCLES = (
     "Thelen2003Muscle",
     "Millard2012EquilibriumMuscle",
@@ -269,7 +279,8 @@ class OsimImport:
         model: the jaxmb model (q = OpenSim's independent coordinates).
         coordinates: every OpenSim coordinate in OpenSim's order (independent and coupled).
         coupled: ``{dependent name: (constraint name, independent name)}``.
-        locked: names of coordinates OpenSim marks locked (they remain coordinates in jaxmb).
+        locked: names of coordinates OpenSim marks locked (held at their default values by the
+            joint map unless read with ``locked="free"``).
         body_frames: ``{OpenSim body: (jaxmb body index, T (4, 4))}`` with ``x_jaxmb = T x_osim``
             for points given in the OpenSim body's frame (m).
         jaxmb_joints: per jaxmb joint, ``"<OpenSim joint>/<axis>"`` (``fixed`` for welds).
@@ -277,6 +288,10 @@ class OsimImport:
         wrap_objects: ``{name: WrapObjectSpec}`` of every body's wrap objects.
         version: the file's OpenSim document version (e.g. 40000, 30000).
         path: the file.
+        left_out: with ``unsupported="warn"``, one message per element not imported.
+        euler_rotations: the rotational coordinates of ball and free joints (body-fixed X-Y-Z
+            Euler angles; OpenSim's generalized speeds there are angular velocities, see
+            :meth:`speeds_from_rates`).
     """
 
     model: Model
@@ -289,6 +304,8 @@ class OsimImport:
     version: int
     path: str
     wrap_objects: dict[str, WrapObjectSpec] = dataclasses.field(default_factory=dict)
+    left_out: tuple[str, ...] = ()
+    euler_rotations: tuple[str, ...] = ()
 
     def point_in_model(self, body: str, location) -> tuple[int, np.ndarray]:
         """``(jaxmb body index, position in that body's frame)`` of a point on an OpenSim body."""

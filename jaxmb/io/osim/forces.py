@@ -1,0 +1,224 @@
+"""An ``.osim`` file's ForceSet (other than muscles) as jaxmb force elements.
+
+:func:`osim_forces` reads each element and builds the :mod:`jaxmb.forces` element that computes
+what OpenSim 4.6 computes, in the imported model's frames (``x_jaxmb = T x_osim`` of
+:attr:`OsimImport.body_frames`):
+
+============================== =============================================================
+OpenSim                        jaxmb
+============================== =============================================================
+``CoordinateLimitForce``       :class:`jaxmb.forces.CoordinateLimitForce` (degrees converted)
+``SpringGeneralizedForce``     :class:`jaxmb.forces.SpringGeneralizedForce`
+``CoordinateActuator``         :class:`jaxmb.forces.CoordinateActuator` (control 0)
+``PointToPointSpring``         :class:`jaxmb.forces.PointToPointSpring` (no damping)
+``BushingForce``               :class:`jaxmb.forces.BushingForce`
+``HuntCrossleyForce``          :class:`jaxmb.forces.HuntCrossleyForce` (spheres, half-spaces)
+============================== =============================================================
+
+An element with ``appliesForce`` false (``isDisabled`` true in 3.x) applies no force in OpenSim and
+is not built. Any other force type, or a supported one jaxmb cannot represent (contact geometry
+other than spheres and half-spaces, a limit on a ball or free joint's rotation), is handed to
+``refuse``, which raises :class:`OsimImportError` or records it (``unsupported="warn"``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...forces import (
+    BushingForce,
+    CoordinateActuator,
+    CoordinateLimitForce,
+    HuntCrossleyForce,
+    PointToPointSpring,
+    SpringGeneralizedForce,
+)
+from ...forces.contact import HALF_SPACE, SPHERE
+from .document import OsimDocument
+from .xml import (
+    OsimImportError,
+    body_fixed_xyz,
+    child_flag,
+    child_text,
+    child_vector,
+    homogeneous,
+    socket_path,
+)
+
+__all__ = ["SUPPORTED_FORCES", "osim_forces", "applies_force"]
+
+SUPPORTED_FORCES = (
+    "CoordinateLimitForce",
+    "SpringGeneralizedForce",
+    "CoordinateActuator",
+    "PointToPointSpring",
+    "BushingForce",
+    "HuntCrossleyForce",
+)
+
+
+def applies_force(el) -> bool:
+    """OpenSim's ``appliesForce`` (4.x) and ``isDisabled`` (3.x) of a force element."""
+    return child_flag(el, "appliesForce", True) and not child_flag(el, "isDisabled", False)
+
+
+def _number(el, tag, w, default=None) -> float:
+    return float(child_vector(el, tag, 1, w, default=None if default is None else (default,))[0])
+
+
+def osim_forces(P: OsimDocument, body_frames, coordinates, euler_rotations, refuse) -> list:
+    """jaxmb force elements for the ForceSet's non-muscle forces.
+
+    Args:
+        P: the document. body_frames: ``{OpenSim body: (jaxmb body, T)}``.
+        coordinates: every :class:`OsimCoordinate`, OpenSim's order (the joint map's full vector).
+        euler_rotations: names of ball/free joint rotation coordinates (OpenSim's speed there is an
+            angular velocity, not the coordinate's rate).
+        refuse: ``refuse(message)`` for an element jaxmb cannot represent.
+    """
+    fs = P.model_el.find("ForceSet/objects")
+    names = [c.name for c in coordinates]
+    out = []
+    for el in [] if fs is None else list(fs):
+        kind, name = el.tag, el.get("name")
+        w = P.where(f"{kind} {name!r}")
+        if "Muscle" in kind:
+            continue
+        if kind not in SUPPORTED_FORCES:
+            refuse(f"{w}: force type {kind!r} is not supported (supported: "
+                   f"{', '.join(SUPPORTED_FORCES)} and muscles)")
+            continue
+        if not applies_force(el):
+            continue
+        try:
+            out.append(_build(P, el, kind, name, w, body_frames, coordinates, names,
+                              euler_rotations))
+        except OsimImportError as e:
+            refuse(str(e))
+    return out
+
+
+def _coordinate(el, w, names, coordinates, euler_rotations, what):
+    c = child_text(el, "coordinate")
+    if c is None or c not in names:
+        raise OsimImportError(f"{w}: unknown coordinate {c!r}")
+    if c in euler_rotations:
+        raise OsimImportError(
+            f"{w}: a {what} on {c!r}, a ball or free joint rotation (OpenSim applies it to an"
+            " angular velocity component, not the coordinate), is not supported"
+        )
+    k = names.index(c)
+    return k, coordinates[k]
+
+
+def _frame(P, path, w, body_frames, relative_to):
+    """(jaxmb body, X (4, 4) of the frame in the jaxmb body frame)."""
+    if path is None:
+        raise OsimImportError(f"{w}: missing frame socket")
+    body, X = P.frame_in_body(path, w.removeprefix(f"{P.path}: "), relative_to)
+    b, T = body_frames[body]
+    return b, T @ X
+
+
+def _build(P, el, kind, name, w, body_frames, coordinates, names, euler_rotations):
+    if kind == "CoordinateLimitForce":
+        k, c = _coordinate(el, w, names, coordinates, euler_rotations, kind)
+        s = np.pi / 180 if c.rotational else 1.0
+        ku, kl = _number(el, "upper_stiffness", w), _number(el, "lower_stiffness", w)
+        tr = _number(el, "transition", w)
+        if ku <= 0 or kl <= 0 or tr <= 0:
+            raise OsimImportError(f"{w}: stiffnesses and transition must be positive")
+        return CoordinateLimitForce(
+            k,
+            upper_stiffness=ku / s,
+            upper_limit=_number(el, "upper_limit", w) * s,
+            lower_stiffness=kl / s,
+            lower_limit=_number(el, "lower_limit", w) * s,
+            damping=_number(el, "damping", w, 0.001) / s,
+            transition=tr * s,
+        )
+    if kind == "SpringGeneralizedForce":
+        k, _ = _coordinate(el, w, names, coordinates, euler_rotations, kind)
+        return SpringGeneralizedForce(
+            k,
+            _number(el, "stiffness", w, 0.0),
+            _number(el, "rest_length", w, 0.0),
+            _number(el, "viscosity", w, 0.0),
+        )
+    if kind == "CoordinateActuator":
+        k, _ = _coordinate(el, w, names, coordinates, euler_rotations, kind)
+        return CoordinateActuator(name, k, _number(el, "optimal_force", w, 1.0))
+    owner = f"/forceset/{name}"
+    if kind == "PointToPointSpring":
+        ba, Xa = _frame(P, socket_path(el, "body1") or child_text(el, "body1"), w, body_frames,
+                        owner)
+        bb, Xb = _frame(P, socket_path(el, "body2") or child_text(el, "body2"), w, body_frames,
+                        owner)
+        pa = Xa[:3, :3] @ child_vector(el, "point1", 3, w) + Xa[:3, 3]
+        pb = Xb[:3, :3] @ child_vector(el, "point2", 3, w) + Xb[:3, 3]
+        return PointToPointSpring(
+            ba, pa, bb, pb, _number(el, "stiffness", w), _number(el, "rest_length", w, 0.0)
+        )
+    if kind == "BushingForce":
+        if socket_path(el, "frame1") is None:
+            raise OsimImportError(f"{w}: a 3.x BushingForce (body_1/body_2) is not supported")
+        b1, X1 = _frame(P, socket_path(el, "frame1"), w, body_frames, owner)
+        b2, X2 = _frame(P, socket_path(el, "frame2"), w, body_frames, owner)
+        z = (0.0, 0.0, 0.0)
+        k = np.concatenate([child_vector(el, "rotational_stiffness", 3, w, z),
+                            child_vector(el, "translational_stiffness", 3, w, z)])
+        c = np.concatenate([child_vector(el, "rotational_damping", 3, w, z),
+                            child_vector(el, "translational_damping", 3, w, z)])
+        return BushingForce(b1, X1, b2, X2, k, c)
+    return _hunt_crossley(P, el, w, body_frames)
+
+
+def contact_geometry(P: OsimDocument) -> dict:
+    """``{name: element}`` of the ContactGeometrySet."""
+    cg = P.model_el.find("ContactGeometrySet/objects")
+    return {} if cg is None else {g.get("name"): g for g in cg}
+
+
+def _hunt_crossley(P, el, w, body_frames):
+    geoms = contact_geometry(P)
+    kinds, bodies, poses, radii, prm = [], [], [], [], []
+    params = el.findall("ContactParametersSet/objects/ContactParameters")
+    if el.find("contact_parameters") is not None:  # 3.x spelling
+        params += el.findall("contact_parameters/objects/ContactParameters")
+    for cp in params:
+        row = [_number(cp, t, w, d) for t, d in (
+            ("stiffness", 0.0), ("dissipation", 0.0), ("static_friction", 0.0),
+            ("dynamic_friction", 0.0), ("viscous_friction", 0.0))]
+        for gname in (child_text(cp, "geometry") or "").split():
+            g = geoms.get(posixpath_basename(gname))
+            if g is None:
+                raise OsimImportError(f"{w}: unknown contact geometry {gname!r}")
+            gw = f"{w} {g.tag} {gname!r}"
+            if g.tag not in ("ContactSphere", "ContactHalfSpace"):
+                raise OsimImportError(
+                    f"{gw}: contact geometry {g.tag!r} is not supported (ContactSphere,"
+                    " ContactHalfSpace)"
+                )
+            fpath = socket_path(g, "frame") or child_text(g, "body_name")
+            b, X = _frame(P, fpath, gw, body_frames, f"/contactgeometryset/{gname}")
+            X_FP = homogeneous(
+                body_fixed_xyz(child_vector(g, "orientation", 3, gw, (0, 0, 0))),
+                child_vector(g, "location", 3, gw, (0, 0, 0)),
+            )
+            kinds.append(SPHERE if g.tag == "ContactSphere" else HALF_SPACE)
+            bodies.append(b)
+            poses.append(X @ X_FP)
+            radii.append(_number(g, "radius", gw) if g.tag == "ContactSphere" else 0.0)
+            prm.append(row)
+    if not kinds:
+        raise OsimImportError(f"{w}: no contact geometry")
+    prm = np.asarray(prm)
+    return HuntCrossleyForce(
+        kinds, bodies, np.stack(poses), radii, prm[:, 0], prm[:, 1], prm[:, 2], prm[:, 3],
+        prm[:, 4], _number(el, "transition_velocity", w, 0.001),
+    )
+
+
+def posixpath_basename(p: str) -> str:
+    """The last component of a component path (``/contactgeometryset/floor`` → ``floor``)."""
+    return p.strip().rstrip("/").split("/")[-1]
