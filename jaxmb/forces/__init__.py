@@ -6,7 +6,7 @@ generalized springs and actuators on (OpenSim) coordinates; ``bushing``: a linea
 two frames; ``contact``: Hunt–Crossley contact of spheres and half-spaces.
 """
 
-from .base import AbstractForce, applied_forces, applied_forces_from, point_jacobian
+from .base import AbstractForce, applied_forces, applied_forces_from, as_float, point_jacobian
 from .bushing import BushingForce, body_fixed_xyz_angles
 from .contact import HuntCrossleyForce
 from .coordinate import (

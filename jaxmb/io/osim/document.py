@@ -485,6 +485,11 @@ class OsimDocument:
             out.append(self._muscle(m))
         return tuple(out)
 
+    def path_spec(self, el: ET.Element) -> MuscleSpec:
+        """A path force element (PathActuator, PathSpring, Ligament) read like a muscle: its
+        GeometryPath as path points and wraps (``kind`` is its type)."""
+        return self._muscle(el)
+
     def _muscle(self, m: ET.Element) -> MuscleSpec:
         name = m.get("name")
         w = self.where(f"{m.tag} {name!r}")

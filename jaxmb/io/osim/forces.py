@@ -13,6 +13,8 @@ OpenSim                        jaxmb
 ``PointToPointSpring``         :class:`jaxmb.forces.PointToPointSpring` (no damping)
 ``BushingForce``               :class:`jaxmb.forces.BushingForce`
 ``HuntCrossleyForce``          :class:`jaxmb.forces.HuntCrossleyForce` (spheres, half-spaces)
+``PathActuator``               :class:`jaxmb.muscles.PathActuator` (control 0)
+``PathSpring``                 :class:`jaxmb.muscles.PathSpring`
 ============================== =============================================================
 
 An element with ``appliesForce`` false (``isDisabled`` true in 3.x) applies no force in OpenSim and
@@ -34,6 +36,7 @@ from ...forces import (
     SpringGeneralizedForce,
 )
 from ...forces.contact import HALF_SPACE, SPHERE
+from ...muscles import PathActuator, PathSpring
 from .document import OsimDocument
 from .xml import (
     OsimImportError,
@@ -54,6 +57,8 @@ SUPPORTED_FORCES = (
     "PointToPointSpring",
     "BushingForce",
     "HuntCrossleyForce",
+    "PathActuator",
+    "PathSpring",
 )
 
 
@@ -66,16 +71,18 @@ def _number(el, tag, w, default=None) -> float:
     return float(child_vector(el, tag, 1, w, default=None if default is None else (default,))[0])
 
 
-def osim_forces(P: OsimDocument, body_frames, coordinates, euler_rotations, refuse) -> list:
+def osim_forces(P: OsimDocument, imp, euler_rotations, refuse, build_path) -> list:
     """jaxmb force elements for the ForceSet's non-muscle forces.
 
     Args:
-        P: the document. body_frames: ``{OpenSim body: (jaxmb body, T)}``.
-        coordinates: every :class:`OsimCoordinate`, OpenSim's order (the joint map's full vector).
+        P: the document. imp: the :class:`OsimImport` so far (body frames, coordinates in
+            OpenSim's order = the joint map's full vector, wrap objects).
         euler_rotations: names of ball/free joint rotation coordinates (OpenSim's speed there is an
             angular velocity, not the coordinate's rate).
         refuse: ``refuse(message)`` for an element jaxmb cannot represent.
+        build_path: ``build_path(MuscleSpec) -> MuscleSet`` of one path (PathActuator, PathSpring).
     """
+    body_frames, coordinates = imp.body_frames, imp.coordinates
     fs = P.model_el.find("ForceSet/objects")
     names = [c.name for c in coordinates]
     out = []
@@ -91,11 +98,26 @@ def osim_forces(P: OsimDocument, body_frames, coordinates, euler_rotations, refu
         if not applies_force(el):
             continue
         try:
-            out.append(_build(P, el, kind, name, w, body_frames, coordinates, names,
-                              euler_rotations))
+            if kind in ("PathActuator", "PathSpring"):
+                out.append(_path_force(P, el, kind, name, w, build_path))
+            else:
+                out.append(_build(P, el, kind, name, w, body_frames, coordinates, names,
+                                  euler_rotations))
         except OsimImportError as e:
             refuse(str(e))
     return out
+
+
+def _path_force(P, el, kind, name, w, build_path):
+    paths = build_path(P.path_spec(el))
+    if kind == "PathActuator":
+        return PathActuator(name, paths, _number(el, "optimal_force", w, 1.0))
+    return PathSpring(
+        paths,
+        _number(el, "stiffness", w),
+        _number(el, "resting_length", w),
+        _number(el, "dissipation", w, 0.0),
+    )
 
 
 def _coordinate(el, w, names, coordinates, euler_rotations, what):

@@ -60,6 +60,7 @@ __all__ = [
     "build_muscle",
     "osim_muscles",
     "model_with_muscles",
+    "path_set",
 ]
 
 
@@ -210,6 +211,23 @@ def path_point(
         funcs.append(f)
         srcs.append(-1 if c is None else coordinates.index(c))
     return OsimMovingPathPoint(b, funcs, srcs, joint_map, C, t, p.name)
+
+
+def path_set(imp: OsimImport, spec: MuscleSpec) -> MuscleSet:
+    """The one-path :class:`MuscleSet` of a path force element (PathActuator, PathSpring): its
+    points and wraps built as a muscle's, checked by ``with_muscles``; the Hill parameters are
+    placeholders (a path force reads only the length and moment arms)."""
+    w = f"{imp.path}: {spec.kind} {spec.name!r}"
+    placeholder = dataclasses.replace(
+        spec,
+        kind=SUPPORTED_MUSCLES[0],
+        parameters=dict(max_isometric_force=1.0, optimal_fiber_length=1.0,
+                        tendon_slack_length=1.0),
+    )
+    try:
+        return _attach(imp.model, [build_muscle(imp, placeholder)]).muscles
+    except ModelError as e:
+        raise OsimImportError(f"{w}: {e}") from None
 
 
 def build_muscle(imp: OsimImport, spec: MuscleSpec) -> Muscle:

@@ -55,7 +55,7 @@ from ...math import AbstractFunction, Constant
 from ...model import PRISMATIC, REVOLUTE, Body, Model, ModelError, build_model
 from .document import JointSpec, OsimDocument
 from .forces import osim_forces
-from .muscles import model_with_muscles
+from .muscles import model_with_muscles, path_set
 from .xml import (
     MuscleSpec,
     OsimCoordinate,
@@ -311,25 +311,8 @@ def read_osim(
     # placeholders above; the bodies' real inertias (checked in OsimDocument.bodies) go in here.
     model = eqx.tree_at(lambda m: m.inertia, model, jnp.asarray(np.stack(inertias)))
     euler = {c.name for j in joints if j.type in ("BallJoint", "FreeJoint") for c in j.coordinates[:3]}
-    forces = osim_forces(P, body_frames, coords, euler, refuse)
-    if forces:
-        model = eqx.tree_at(lambda m: m.forces, model, tuple(model.forces) + tuple(forces))
-    why = {
-        "ControllerSet": "a controller is not part of a jaxmb model (controls are inputs: set"
-        " an actuator's control, or pass tau to forward_dynamics and simulate)",
-        "ProbeSet": "a probe (an output, no force) is not computed by jaxmb",
-    }
-    for setname, reason in why.items():
-        for el in P.model_el.findall(f"{setname}/objects/*"):
-            if child_flag(el, "enabled", True) and not child_flag(el, "isDisabled", False):
-                refuse(P.where(f"{el.tag} {el.get('name')!r}: {reason}"))
-    if left_out:
-        warnings.warn(
-            f"{P.path}: {len(left_out)} elements not imported: " + "; ".join(left_out),
-            stacklevel=2,
-        )
     coupled = {c[1]: (c[0], c[2]) for c in coupling_order}
-    return OsimImport(
+    imp = OsimImport(
         model=model,
         coordinates=tuple(coords),
         coupled=coupled,
@@ -343,6 +326,46 @@ def read_osim(
         path=P.path,
         wrap_objects=P.wrap_objects(),
     )
+    forces = osim_forces(P, imp, euler, refuse, lambda spec: path_set(imp, spec))
+    if forces:
+        model = eqx.tree_at(lambda m: m.forces, model, tuple(model.forces) + tuple(forces))
+    notes = _controllers_and_probes(P, refuse)
+    left_out += notes
+    if left_out:
+        warnings.warn(
+            f"{P.path}: {len(left_out)} elements not imported: " + "; ".join(left_out),
+            stacklevel=2,
+        )
+    return dataclasses.replace(imp, model=model, left_out=tuple(left_out))
+
+
+def _controllers_and_probes(P: OsimDocument, refuse) -> list[str]:
+    """Controllers and probes are not mechanical elements: a probe (an output) and a controller
+    of muscles only (whose forces jaxmb computes from excitations the user gives) are noted in the
+    import's warning; a controller of any other actuator changes the free motion and is refused."""
+    notes = []
+    muscles = {m.get("name") for m in P.model_el.findall("ForceSet/objects/*") if "Muscle" in m.tag}
+    for el in P.model_el.findall("ControllerSet/objects/*"):
+        if not child_flag(el, "enabled", True) or child_flag(el, "isDisabled", False):
+            continue
+        acts = (child_text(el, "actuator_list") or "").split()
+        acts += [
+            t.split("/")[-1] for a in el.findall("socket_actuators") for t in (a.text or "").split()
+        ]
+        what = f"{el.tag} {el.get('name')!r}"
+        if acts and set(acts) <= muscles:
+            notes.append(f"{what}: a controller of muscles (jaxmb takes excitations as inputs)")
+        else:
+            refuse(
+                P.where(
+                    f"{what}: a controller of actuators {acts or 'all'} is not supported (set"
+                    " the actuators' controls, or pass tau to forward_dynamics and simulate)"
+                )
+            )
+    for el in P.model_el.findall("ProbeSet/objects/*"):
+        if child_flag(el, "enabled", True) and not child_flag(el, "isDisabled", False):
+            notes.append(f"{el.tag} {el.get('name')!r}: a probe (an output, no force)")
+    return notes
 
 
 def _markers(P: OsimDocument, body_frames) -> dict:
