@@ -7,11 +7,13 @@ two frames; ``contact``: Hunt–Crossley contact of spheres and half-spaces.
 """
 
 from .base import AbstractForce, applied_forces, applied_forces_from, as_float, point_jacobian
+from .actuators import PointActuator, TorqueActuator
 from .bushing import BushingForce, body_fixed_xyz_angles
 from .contact import HuntCrossleyForce
 from .coordinate import (
     CoordinateActuator,
     CoordinateLimitForce,
+    ExpressionCoordinateForce,
     SpringGeneralizedForce,
     coordinate_value_rate_gradient,
     smooth_step,

@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from ..math.expressions import Expressions
 from .base import AbstractForce, as_float
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "CoordinateLimitForce",
     "SpringGeneralizedForce",
     "CoordinateActuator",
+    "ExpressionCoordinateForce",
 ]
 
 
@@ -141,3 +143,28 @@ class CoordinateActuator(AbstractForce):
     def generalized_force(self, model, q, qd, t):
         _, _, g = coordinate_value_rate_gradient(model, q, qd, self.coordinate)
         return self.optimal_force * self.control * g
+
+
+class ExpressionCoordinateForce(AbstractForce):
+    """OpenSim's ``ExpressionBasedCoordinateForce``: ``τ = e(q, q̇)`` on one coordinate, ``e`` an
+    expression of the coordinate's value and rate, compiled by :mod:`jaxmb.math.expressions`
+    (its variables ``q`` and ``qdot`` bound as the names ``value`` and ``rate``).
+
+    Attributes:
+        coordinate: index in the joint map's full coordinates (static).
+        expression: an :class:`~jaxmb.math.expressions.Expressions` over ``(value, rate)``
+            (static); ``source`` keeps OpenSim's text.
+    """
+
+    coordinate: int = eqx.field(static=True)
+    expression: Expressions = eqx.field(static=True)
+    source: str = eqx.field(static=True)
+
+    def __init__(self, coordinate, expression: Expressions, source: str = ""):
+        self.coordinate = int(coordinate)
+        self.expression = expression
+        self.source = source
+
+    def generalized_force(self, model, q, qd, t):
+        x, xd, g = coordinate_value_rate_gradient(model, q, qd, self.coordinate)
+        return self.expression(jnp.stack([x, xd]), {})[0] * g

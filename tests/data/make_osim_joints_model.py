@@ -3,8 +3,9 @@
 A small model that uses what the opensim-models collection does not: every joint type jaxmb reads
 (Universal, Gimbal, Ball, Planar, Free, Slider, Pin, Weld) with offset frames that are rotated and
 translated, and the force elements (SpringGeneralizedForce, CoordinateLimitForce, CoordinateActuator,
-PointToPointSpring, BushingForce between offset frames, PathSpring, PathActuator, HuntCrossleyForce
-with sphere/half-space and sphere/sphere pairs). OpenSim writes the file, so its spelling is
+PointToPointSpring, BushingForce between offset frames, PathSpring, PathActuator,
+ExpressionBasedCoordinateForce, TorqueActuator, PointActuator, HuntCrossleyForce with
+sphere/half-space and sphere/sphere pairs). OpenSim writes the file, so its spelling is
 OpenSim's. Run from the repository root: ``python tests/data/make_osim_joints_model.py``.
 """
 
@@ -108,6 +109,21 @@ def main():
     pa.updGeometryPath().appendNewPathPoint("o", b2, v(0.0, 0.0, 0.03))
     pa.updGeometryPath().appendNewPathPoint("i", b4, v(0.01, 0.02, 0.0))
     m.addForce(pa)
+
+    ebf = osim.ExpressionBasedCoordinateForce("universal_coord_1", "-10*q-0.5*qdot+2*q^3")
+    ebf.setName("expression_force")
+    m.addForce(ebf)
+    ta = osim.TorqueActuator(b1, b3, v(0.2, 0.5, -0.3), False)
+    ta.setName("torque_actuator")
+    ta.setOptimalForce(12.0)
+    m.addForce(ta)
+    pt = osim.PointActuator("b4")
+    pt.setName("point_actuator")
+    pt.set_point(v(0.05, 0.02, -0.01))
+    pt.set_direction(v(0.3, 1.0, 0.2))
+    pt.set_force_is_global(False)
+    pt.setOptimalForce(40.0)
+    m.addForce(pt)
 
     floor = osim.ContactHalfSpace(v(0.0, 0.85, 0.0), v(0.0, 0.0, -1.5707963267949), g, "floor")
     s5 = osim.ContactSphere(0.25, v(0.0, 0.0, 0.0), b5, "ball5")

@@ -188,3 +188,41 @@ def test_actuator_controls_are_inputs():
     tau = jnp.zeros(2).at[f.coordinate].set(0.5 * f.optimal_force)
     fd = eqx.filter_jit(mb.forward_dynamics)
     np.testing.assert_allclose(fd(driven, q, qd), fd(model, q, qd, tau), rtol=1e-13)
+
+
+def test_actuators_and_osim_speeds_match_opensim():
+    """Every actuator type at non-zero controls (OpenSim: the same actuation by override), at a
+    random state given to OpenSim in its own speeds (``osim_speeds``) and compared in its own
+    accelerations (``osim_accelerations``)."""
+    osim = pytest.importorskip("opensim")
+    osim.Logger.setLevelString("error")
+    path = OSIM / "joints_and_forces.osim"
+    controls = {"pin_motor": 0.7, "torque_actuator": -0.4, "point_actuator": 0.9,
+                "path_actuator": 1.3}
+    m = osim.Model(str(path))
+    s = m.initSystem()
+    imp = read_osim(path)
+    model = imp.model
+    for name, c in controls.items():
+        act = osim.ScalarActuator.safeDownCast(m.getForceSet().get(name))
+        act.overrideActuation(s, True)
+        act.setOverrideActuation(s, c * act.getOptimalForce())
+        k = [getattr(f, "name", None) for f in model.forces].index(name)
+        model = eqx.tree_at(lambda mm, k=k: mm.forces[k].control, model, jnp.asarray(c))
+    rng = np.random.default_rng(5)
+    names = list(model.coordinate_names)
+    q = rng.uniform(-0.25, 0.25, len(names))
+    qd = rng.uniform(-1.0, 1.0, len(names))
+    u = np.asarray(imp.osim_speeds(jnp.asarray(q), jnp.asarray(qd)))
+    cs = m.getCoordinateSet()
+    for n, v in zip(names, q):
+        cs.get(n).setValue(s, float(v), False)
+    for n, v in zip(names, u):
+        cs.get(n).setSpeedValue(s, float(v))
+    m.realizeAcceleration(s)
+    ref = np.array([cs.get(n).getAccelerationValue(s) for n in names])
+    qdd = eqx.filter_jit(mb.forward_dynamics)(model, jnp.asarray(q), jnp.asarray(qd))
+    got = np.asarray(imp.osim_accelerations(jnp.asarray(q), jnp.asarray(qd), qdd))
+    assert np.abs(got - ref).max() <= 1e-9 * np.abs(ref).max()
+    zero = eqx.filter_jit(mb.forward_dynamics)(imp.model, jnp.asarray(q), jnp.asarray(qd))
+    assert np.abs(np.asarray(qdd - zero)).max() > 100.0  # the controls act (rad/s², m/s²)

@@ -15,6 +15,9 @@ OpenSim                        jaxmb
 ``HuntCrossleyForce``          :class:`jaxmb.forces.HuntCrossleyForce` (spheres, half-spaces)
 ``PathActuator``               :class:`jaxmb.muscles.PathActuator` (control 0)
 ``PathSpring``                 :class:`jaxmb.muscles.PathSpring`
+``ExpressionBasedCoordinate…`` :class:`jaxmb.forces.ExpressionCoordinateForce`
+``TorqueActuator``             :class:`jaxmb.forces.TorqueActuator` (control 0)
+``PointActuator``              :class:`jaxmb.forces.PointActuator` (control 0)
 ============================== =============================================================
 
 An element with ``appliesForce`` false (``isDisabled`` true in 3.x) applies no force in OpenSim and
@@ -25,16 +28,22 @@ other than spheres and half-spaces, a limit on a ball or free joint's rotation),
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from ...forces import (
     BushingForce,
     CoordinateActuator,
     CoordinateLimitForce,
+    ExpressionCoordinateForce,
     HuntCrossleyForce,
+    PointActuator,
     PointToPointSpring,
     SpringGeneralizedForce,
+    TorqueActuator,
 )
+from ...math.expressions import ExpressionError, Expressions
 from ...forces.contact import HALF_SPACE, SPHERE
 from ...muscles import PathActuator, PathSpring
 from .document import OsimDocument
@@ -59,6 +68,9 @@ SUPPORTED_FORCES = (
     "HuntCrossleyForce",
     "PathActuator",
     "PathSpring",
+    "ExpressionBasedCoordinateForce",
+    "TorqueActuator",
+    "PointActuator",
 )
 
 
@@ -133,6 +145,13 @@ def _coordinate(el, w, names, coordinates, euler_rotations, what):
     return k, coordinates[k]
 
 
+def _body_path(name):
+    """A body given by name (PointActuator's ``body``, 3.x ``bodyA``) as a component path."""
+    if name is None or "/" in name.strip():
+        return name
+    return "/ground" if name.strip() == "ground" else f"/bodyset/{name.strip()}"
+
+
 def _frame(P, path, w, body_frames, relative_to):
     """(jaxmb body, X (4, 4) of the frame in the jaxmb body frame)."""
     if path is None:
@@ -170,6 +189,34 @@ def _build(P, el, kind, name, w, body_frames, coordinates, names, euler_rotation
     if kind == "CoordinateActuator":
         k, _ = _coordinate(el, w, names, coordinates, euler_rotations, kind)
         return CoordinateActuator(name, k, _number(el, "optimal_force", w, 1.0))
+    if kind == "ExpressionBasedCoordinateForce":
+        k, _ = _coordinate(el, w, names, coordinates, euler_rotations, kind)
+        text = "".join((child_text(el, "expression") or "0.0").split())
+        py = re.sub(r"\bqdot\b", "rate", re.sub(r"\bq\b(?!dot)", "value", text.replace("^", "**")))
+        try:
+            expr = Expressions((py,), ("value", "rate"))
+        except ExpressionError as e:
+            raise OsimImportError(f"{w}: expression {text!r} is not supported ({e})") from None
+        return ExpressionCoordinateForce(k, expr, text)
+    if kind == "TorqueActuator":
+        ba = socket_path(el, "bodyA") or _body_path(child_text(el, "bodyA"))
+        bb = socket_path(el, "bodyB") or _body_path(child_text(el, "bodyB"))
+        owner = f"/forceset/{name}"
+        a, Xa = _frame(P, ba, w, body_frames, owner)
+        b, _ = _frame(P, bb, w, body_frames, owner) if bb else (-1, None)
+        return TorqueActuator(
+            name, a, b, child_vector(el, "axis", 3, w, (0, 0, 1)),
+            child_flag(el, "torque_is_global", True), _number(el, "optimal_force", w, 1.0),
+            rotation_a=Xa[:3, :3],
+        )
+    if kind == "PointActuator":
+        bname = _body_path(child_text(el, "body"))
+        b, X = _frame(P, bname, w, body_frames, f"/forceset/{name}")
+        return PointActuator(
+            name, b, child_vector(el, "point", 3, w, (0, 0, 0)),
+            child_vector(el, "direction", 3, w, (1, 0, 0)), child_flag(el, "force_is_global"),
+            child_flag(el, "point_is_global"), _number(el, "optimal_force", w, 1.0), transform=X,
+        )
     owner = f"/forceset/{name}"
     if kind == "PointToPointSpring":
         ba, Xa = _frame(P, socket_path(el, "body1") or child_text(el, "body1"), w, body_frames,
