@@ -29,7 +29,7 @@ from .hill import (
     tendon_force_length,
     tendon_length_from_force,
 )
-from .path_forces import PathActuator, PathSpring, path_length_and_moment_arm
+from .path_forces import Ligament, PathActuator, PathSpring, path_length_and_moment_arm
 from .paths import Muscle, MuscleParameters, MuscleSet, PathWrap, with_muscles
 from .points import (
     ConditionalPathPoint,

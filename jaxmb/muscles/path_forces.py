@@ -17,7 +17,7 @@ from ..forces import AbstractForce, as_float
 from .geometry import lengths_and_moment_arms
 from .paths import MuscleSet
 
-__all__ = ["PathActuator", "PathSpring", "path_length_and_moment_arm"]
+__all__ = ["PathActuator", "PathSpring", "Ligament", "path_length_and_moment_arm"]
 
 
 def path_length_and_moment_arm(model, paths: MuscleSet, q):
@@ -75,3 +75,30 @@ class PathSpring(AbstractForce):
         stretch = jnp.maximum(L - self.resting_length, 0.0)
         tension = self.stiffness * stretch * (1 + self.dissipation * (-jnp.sum(R * qd)))
         return R * tension
+
+
+class Ligament(AbstractForce):
+    """OpenSim's ``Ligament``: tension ``pcsa_force · g(L / L₀)`` along a path while ``L > L₀``,
+    0 otherwise; ``g`` the force-length curve (an OpenSim function, :mod:`jaxmb.math.functions`).
+
+    Attributes:
+        paths: a :class:`MuscleSet` of its one path. resting_length: L₀ (m). pcsa_force: N.
+        force_length_curve: the normalized curve (a traced module).
+    """
+
+    paths: MuscleSet
+    resting_length: Float[Array, ""]
+    pcsa_force: Float[Array, ""]
+    force_length_curve: eqx.Module
+
+    def __init__(self, paths, resting_length, pcsa_force, force_length_curve):
+        self.paths = paths
+        self.resting_length = as_float(resting_length)
+        self.pcsa_force = as_float(pcsa_force)
+        self.force_length_curve = force_length_curve
+
+    def generalized_force(self, model, q, qd, t):
+        L, R = path_length_and_moment_arm(model, self.paths, q)
+        x = L / self.resting_length
+        tension = jnp.where(L > self.resting_length, self.force_length_curve(x), 0.0)
+        return R * (tension * self.pcsa_force)

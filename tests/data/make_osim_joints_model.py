@@ -3,7 +3,7 @@
 A small model that uses what the opensim-models collection does not: every joint type jaxmb reads
 (Universal, Gimbal, Ball, Planar, Free, Slider, Pin, Weld) with offset frames that are rotated and
 translated, and the force elements (SpringGeneralizedForce, CoordinateLimitForce, CoordinateActuator,
-PointToPointSpring, BushingForce between offset frames, PathSpring, PathActuator,
+PointToPointSpring, BushingForce between offset frames, PathSpring, PathActuator, Ligament,
 ExpressionBasedCoordinateForce, TorqueActuator, PointActuator, HuntCrossleyForce with
 sphere/half-space and sphere/sphere pairs). OpenSim writes the file, so its spelling is
 OpenSim's. Run from the repository root: ``python tests/data/make_osim_joints_model.py``.
@@ -110,6 +110,13 @@ def main():
     pa.updGeometryPath().appendNewPathPoint("i", b4, v(0.01, 0.02, 0.0))
     m.addForce(pa)
 
+    lig = osim.Ligament()
+    lig.setName("ligament")
+    lig.set_resting_length(0.2)
+    lig.set_pcsa_force(300.0)
+    lig.updGeometryPath().appendNewPathPoint("o", b1, v(-0.02, 0.0, 0.03))
+    lig.updGeometryPath().appendNewPathPoint("i", b2, v(0.0, 0.05, -0.02))
+    m.addForce(lig)
     ebf = osim.ExpressionBasedCoordinateForce("universal_coord_1", "-10*q-0.5*qdot+2*q^3")
     ebf.setName("expression_force")
     m.addForce(ebf)

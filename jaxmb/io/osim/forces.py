@@ -15,6 +15,7 @@ OpenSim                        jaxmb
 ``HuntCrossleyForce``          :class:`jaxmb.forces.HuntCrossleyForce` (spheres, half-spaces)
 ``PathActuator``               :class:`jaxmb.muscles.PathActuator` (control 0)
 ``PathSpring``                 :class:`jaxmb.muscles.PathSpring`
+``Ligament``                   :class:`jaxmb.muscles.Ligament`
 ``ExpressionBasedCoordinate…`` :class:`jaxmb.forces.ExpressionCoordinateForce`
 ``TorqueActuator``             :class:`jaxmb.forces.TorqueActuator` (control 0)
 ``PointActuator``              :class:`jaxmb.forces.PointActuator` (control 0)
@@ -45,8 +46,10 @@ from ...forces import (
 )
 from ...math.expressions import ExpressionError, Expressions
 from ...forces.contact import HALF_SPACE, SPHERE
-from ...muscles import PathActuator, PathSpring
+from ...math import SimmSpline, UnsupportedFunctionError
+from ...muscles import Ligament, PathActuator, PathSpring
 from .document import OsimDocument
+from .functions import parse_function
 from .xml import (
     OsimImportError,
     body_fixed_xyz,
@@ -68,10 +71,16 @@ SUPPORTED_FORCES = (
     "HuntCrossleyForce",
     "PathActuator",
     "PathSpring",
+    "Ligament",
     "ExpressionBasedCoordinateForce",
     "TorqueActuator",
     "PointActuator",
 )
+
+
+# OpenSim's default Ligament force-length curve (Ligament::constructProperties), a SimmSpline
+LIGAMENT_CURVE_X = (-5.0, 0.998, 0.999, 1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.601, 1.602, 5.0)
+LIGAMENT_CURVE_Y = (0.0, 0.0, 0.0, 0.0, 0.035, 0.12, 0.26, 0.55, 1.17, 2.0, 2.0, 2.0, 2.0)
 
 
 def applies_force(el) -> bool:
@@ -110,7 +119,7 @@ def osim_forces(P: OsimDocument, imp, euler_rotations, refuse, build_path) -> li
         if not applies_force(el):
             continue
         try:
-            if kind in ("PathActuator", "PathSpring"):
+            if kind in ("PathActuator", "PathSpring", "Ligament"):
                 out.append(_path_force(P, el, kind, name, w, build_path))
             else:
                 out.append(_build(P, el, kind, name, w, body_frames, coordinates, names,
@@ -124,6 +133,16 @@ def _path_force(P, el, kind, name, w, build_path):
     paths = build_path(P.path_spec(el))
     if kind == "PathActuator":
         return PathActuator(name, paths, _number(el, "optimal_force", w, 1.0))
+    if kind == "Ligament":
+        fel = el.find("force_length_curve")
+        if fel is None or len(fel) == 0:  # OpenSim's default curve (Ligament.cpp), not written
+            curve = SimmSpline(LIGAMENT_CURVE_X, LIGAMENT_CURVE_Y)
+        else:
+            try:
+                curve = parse_function(list(fel)[0], w)
+            except UnsupportedFunctionError as e:
+                raise OsimImportError(str(e)) from None
+        return Ligament(paths, _number(el, "resting_length", w), _number(el, "pcsa_force", w), curve)
     return PathSpring(
         paths,
         _number(el, "stiffness", w),
