@@ -9,7 +9,7 @@ two frames; ``contact``: Hunt–Crossley contact of spheres and half-spaces.
 from .base import AbstractForce, applied_forces, applied_forces_from, as_float, point_jacobian
 from .actuators import PointActuator, TorqueActuator
 from .bushing import BushingForce, body_fixed_xyz_angles
-from .contact import HuntCrossleyForce
+from .contact import HuntCrossleyForce, SmoothSphereHalfSpaceForce
 from .coordinate import (
     CoordinateActuator,
     CoordinateLimitForce,

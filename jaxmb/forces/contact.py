@@ -31,7 +31,7 @@ from jaxtyping import Array, Float
 from ..kinematics import point_jacobian_from, tree_kinematics
 from .base import AbstractForce, as_float
 
-__all__ = ["HuntCrossleyForce", "HALF_SPACE", "SPHERE"]
+__all__ = ["HuntCrossleyForce", "SmoothSphereHalfSpaceForce", "HALF_SPACE", "SPHERE"]
 
 HALF_SPACE, SPHERE = "half_space", "sphere"
 
@@ -161,3 +161,93 @@ class HuntCrossleyForce(AbstractForce):
             force = jnp.where(engaged & (f > 0), force, 0.0)
             total = total + (J2 - J1).T @ force
         return total
+
+
+class SmoothSphereHalfSpaceForce(AbstractForce):
+    """Smooth Hunt–Crossley contact of one sphere and one half-space (Simbody's
+    ``SmoothSphereHalfSpaceForce``, OpenSim's element of the same name; Serrancolí et al. 2019).
+
+    With ``n`` the half-space frame's +x (into the half-space), indentation
+    ``d = (c − o_H)·n + r``; ``k = ½ stiffness^(2/3)``,
+    ``f_H = 4/3 k √(r k) (√(d² + c_f))^(3/2) (½ + ½ tanh(b_d d))``,
+    ``f = f_H (1 + 3/2 c v_n) (½ + ½ tanh(b_v (v_n + 2/(3c))))`` with ``v = v_sphere − v_half-space``
+    at the point ``c + r n − d/2 n``; friction ``f (min(v_s/v_t, 1)(μ_d + 2(μ_s − μ_d)/(1 + (v_s/v_t)²))
+    + μ_v v_s)`` along the slip, ``v_s = √(|v_t|² + c_f)``. The half-space receives ``F = f n +
+    friction``, the sphere ``−F``.
+
+    Attributes:
+        sphere_body, half_space_body (static): jaxmb bodies (-1: ground).
+        sphere_center: (3,) in the sphere body's jaxmb frame; radius (m).
+        half_space_pose: (4, 4) half-space frame in its body's jaxmb frame.
+        stiffness, dissipation, static_friction, dynamic_friction, viscous_friction,
+        transition_velocity, constant_contact_force, hertz_smoothing, hunt_crossley_smoothing.
+    """
+
+    sphere_body: int = eqx.field(static=True)
+    half_space_body: int = eqx.field(static=True)
+    sphere_center: Float[Array, " 3"]
+    radius: Float[Array, ""]
+    half_space_pose: Float[Array, "4 4"]
+    stiffness: Float[Array, ""]
+    dissipation: Float[Array, ""]
+    static_friction: Float[Array, ""]
+    dynamic_friction: Float[Array, ""]
+    viscous_friction: Float[Array, ""]
+    transition_velocity: Float[Array, ""]
+    constant_contact_force: Float[Array, ""]
+    hertz_smoothing: Float[Array, ""]
+    hunt_crossley_smoothing: Float[Array, ""]
+
+    def __init__(
+        self, sphere_body, sphere_center, radius, half_space_body, half_space_pose, stiffness,
+        dissipation, static_friction=0.0, dynamic_friction=0.0, viscous_friction=0.0,
+        transition_velocity=0.01, constant_contact_force=1e-5, hertz_smoothing=300.0,
+        hunt_crossley_smoothing=50.0,
+    ):
+        self.sphere_body, self.half_space_body = int(sphere_body), int(half_space_body)
+        self.sphere_center, self.radius = as_float(sphere_center), as_float(radius)
+        self.half_space_pose = as_float(half_space_pose)
+        self.stiffness, self.dissipation = as_float(stiffness), as_float(dissipation)
+        self.static_friction = as_float(static_friction)
+        self.dynamic_friction = as_float(dynamic_friction)
+        self.viscous_friction = as_float(viscous_friction)
+        self.transition_velocity = as_float(transition_velocity)
+        self.constant_contact_force = as_float(constant_contact_force)
+        self.hertz_smoothing = as_float(hertz_smoothing)
+        self.hunt_crossley_smoothing = as_float(hunt_crossley_smoothing)
+
+    def _station(self, kin, b, x):
+        if b < 0:
+            return point_jacobian_from(kin, -1, x)
+        A = kin.A[b]
+        return point_jacobian_from(kin, b, A[:3, :3].T @ (x - A[:3, 3]))
+
+    def generalized_force(self, model, q, qd, t):
+        return self.from_kinematics(model, tree_kinematics(model, q), qd, t)
+
+    def from_kinematics(self, model, kin, qd, t):
+        bs, bh = self.sphere_body, self.half_space_body
+        X = self.half_space_pose if bh < 0 else kin.A[bh] @ self.half_space_pose
+        c = self.sphere_center if bs < 0 else kin.A[bs, :3, :3] @ self.sphere_center + kin.A[bs, :3, 3]
+        n = X[:3, 0]
+        r = self.radius
+        d = jnp.sum((c - X[:3, 3]) * n) + r
+        p = c + r * n - 0.5 * d * n
+        _, J1 = self._station(kin, bs, p)
+        _, J2 = self._station(kin, bh, p)
+        v = (J1 - J2) @ qd
+        vn = jnp.sum(v * n)
+        vt = v - vn * n
+        cf = self.constant_contact_force
+        k = 0.5 * self.stiffness ** (2.0 / 3.0)
+        fh = (4.0 / 3.0) * k * jnp.sqrt(r * k) * jnp.sqrt(d * d + cf) ** 1.5
+        fh = fh * (0.5 + 0.5 * jnp.tanh(self.hertz_smoothing * d))
+        cd = self.dissipation
+        f = fh * (1.0 + 1.5 * cd * vn)
+        f = f * (0.5 + 0.5 * jnp.tanh(self.hunt_crossley_smoothing * (vn + 2.0 / (3.0 * cd))))
+        vslip = jnp.sqrt(jnp.sum(vt * vt) + cf)
+        vrel = vslip / self.transition_velocity
+        us, ud, uv = self.static_friction, self.dynamic_friction, self.viscous_friction
+        ff = f * (jnp.minimum(vrel, 1.0) * (ud + 2 * (us - ud) / (1 + vrel * vrel)) + uv * vslip)
+        force = f * n + ff * vt / vslip
+        return (J2 - J1).T @ force

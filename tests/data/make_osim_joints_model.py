@@ -5,7 +5,7 @@ A small model that uses what the opensim-models collection does not: every joint
 translated, and the force elements (SpringGeneralizedForce, CoordinateLimitForce, CoordinateActuator,
 PointToPointSpring, BushingForce between offset frames, PathSpring, PathActuator, Ligament,
 ExpressionBasedCoordinateForce, TorqueActuator, PointActuator, HuntCrossleyForce with
-sphere/half-space and sphere/sphere pairs). OpenSim writes the file, so its spelling is
+sphere/half-space and sphere/sphere pairs, SmoothSphereHalfSpaceForce). OpenSim writes the file, so its spelling is
 OpenSim's. Run from the repository root: ``python tests/data/make_osim_joints_model.py``.
 """
 
@@ -151,6 +151,14 @@ def main():
     hc.setViscousFriction(0.2)
     hc.setTransitionVelocity(0.05)
     m.addForce(hc)
+    smooth = osim.SmoothSphereHalfSpaceForce("smooth_contact", s5, floor)
+    smooth.set_stiffness(1.0e6)
+    smooth.set_dissipation(2.0)
+    smooth.set_static_friction(0.9)
+    smooth.set_dynamic_friction(0.6)
+    smooth.set_viscous_friction(0.3)
+    smooth.set_transition_velocity(0.2)
+    m.addForce(smooth)
     m.finalizeConnections()
     m.initSystem()
     m.printToXML(str(OUT))

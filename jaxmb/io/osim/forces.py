@@ -19,6 +19,7 @@ OpenSim                        jaxmb
 ``ExpressionBasedCoordinate…`` :class:`jaxmb.forces.ExpressionCoordinateForce`
 ``TorqueActuator``             :class:`jaxmb.forces.TorqueActuator` (control 0)
 ``PointActuator``              :class:`jaxmb.forces.PointActuator` (control 0)
+``SmoothSphereHalfSpaceForce`` :class:`jaxmb.forces.SmoothSphereHalfSpaceForce`
 ============================== =============================================================
 
 An element with ``appliesForce`` false (``isDisabled`` true in 3.x) applies no force in OpenSim and
@@ -41,6 +42,7 @@ from ...forces import (
     HuntCrossleyForce,
     PointActuator,
     PointToPointSpring,
+    SmoothSphereHalfSpaceForce,
     SpringGeneralizedForce,
     TorqueActuator,
 )
@@ -75,6 +77,7 @@ SUPPORTED_FORCES = (
     "ExpressionBasedCoordinateForce",
     "TorqueActuator",
     "PointActuator",
+    "SmoothSphereHalfSpaceForce",
 )
 
 
@@ -258,7 +261,37 @@ def _build(P, el, kind, name, w, body_frames, coordinates, names, euler_rotation
         c = np.concatenate([child_vector(el, "rotational_damping", 3, w, z),
                             child_vector(el, "translational_damping", 3, w, z)])
         return BushingForce(b1, X1, b2, X2, k, c)
+    if kind == "SmoothSphereHalfSpaceForce":
+        return _smooth_contact(P, el, w, body_frames)
     return _hunt_crossley(P, el, w, body_frames)
+
+
+def _geometry(P, path, w, body_frames, kind):
+    """(jaxmb body, pose (4, 4) in its jaxmb frame, element) of a contact geometry."""
+    g = contact_geometry(P).get(posixpath_basename(path or ""))
+    if g is None or g.tag != kind:
+        raise OsimImportError(f"{w}: {path!r} is not a {kind}")
+    gw = f"{w} {g.tag} {g.get('name')!r}"
+    b, X = _frame(P, socket_path(g, "frame") or child_text(g, "body_name"), gw, body_frames,
+                  f"/contactgeometryset/{g.get('name')}")
+    X_FP = homogeneous(
+        body_fixed_xyz(child_vector(g, "orientation", 3, gw, (0, 0, 0))),
+        child_vector(g, "location", 3, gw, (0, 0, 0)),
+    )
+    return b, X @ X_FP, g
+
+
+def _smooth_contact(P, el, w, body_frames):
+    bs, Xs, gs = _geometry(P, socket_path(el, "sphere"), w, body_frames, "ContactSphere")
+    bh, Xh, _ = _geometry(P, socket_path(el, "half_space"), w, body_frames, "ContactHalfSpace")
+    prm = {t: _number(el, t, w, d) for t, d in (
+        ("stiffness", 1.0), ("dissipation", 0.0), ("static_friction", 0.0),
+        ("dynamic_friction", 0.0), ("viscous_friction", 0.0), ("transition_velocity", 0.01),
+        ("constant_contact_force", 1e-5), ("hertz_smoothing", 300.0),
+        ("hunt_crossley_smoothing", 50.0))}
+    return SmoothSphereHalfSpaceForce(
+        bs, Xs[:3, 3], _number(gs, "radius", w), bh, Xh, **prm
+    )
 
 
 def contact_geometry(P: OsimDocument) -> dict:
