@@ -16,10 +16,11 @@ Force (``HuntCrossleyForceImpl::calcForce``): per surface ``k = stiffness^(2/3)`
 harmonic means, ``v_s`` the slip speed), minus that on surface 1; both act at the contact point, so
 the generalized force is ``Q = (J₂ − J₁)ᵀ F`` by virtual work.
 
-One difference from Simbody: Simbody stops summing a force element's contacts at the first one
-with ``f ≤ 0`` (a ``return`` in a loop whose order comes from a sweep along one axis); here every
-contact with ``f > 0`` counts. The two agree whenever no contact of an element is separating faster
-than ``1/(1.5 c)``. Pairs of surfaces on the same body are skipped (their forces cancel).
+Simbody stops summing a force element's contacts at the first one with ``f ≤ 0`` (a ``return``
+in its loop); so does this element, in Simbody's order (``GeneralContactSubsystem``'s sweep and
+prune: surfaces sorted by ``c_a − R`` along the axis ``a`` of largest spread of their bounding-sphere
+centres, a half-space first; pairs in that order). Pairs of surfaces on the same body are skipped:
+their forces cancel, and their ``f = f_H > 0`` never stops the loop.
 """
 
 from __future__ import annotations
@@ -112,9 +113,34 @@ class HuntCrossleyForce(AbstractForce):
     def generalized_force(self, model, q, qd, t):
         return self.from_kinematics(model, tree_kinematics(model, q), qd, t)
 
+    def _order_ranks(self, kin):
+        """Rank of each surface in Simbody's sweep-and-prune order: by ``c_a − R`` along the axis
+        ``a`` of largest spread of the bounding-sphere centres (a half-space's centre is its
+        frame origin and its radius infinite, so it comes first)."""
+        centers = jnp.stack([self._frame(kin, i)[:3, 3] for i in range(len(self.kinds))])
+        spread = jnp.sum(jnp.abs(centers - jnp.mean(centers, axis=0)), axis=0)
+        axis = jnp.where(spread[0] > spread[1], 0, 1)
+        axis = jnp.where(spread[2] > spread[axis], 2, axis)
+        c = jnp.take(centers, axis, axis=1)
+        inf = jnp.asarray(jnp.inf, dtype=c.dtype)
+        start = jnp.stack([
+            c[i] - (inf if self.kinds[i] == HALF_SPACE else self.radii[i])
+            for i in range(len(self.kinds))
+        ])
+        idx = jnp.arange(len(self.kinds))
+        before = (start[None, :] < start[:, None]) | (
+            (start[None, :] == start[:, None]) & (idx[None, :] < idx[:, None])
+        )
+        return jnp.sum(before, axis=1)
+
     def from_kinematics(self, model, kin, qd, t):
         total = jnp.zeros(kin.J.shape[1], dtype=jnp.result_type(kin.A, qd))
+        if not self.pairs:
+            return total
         k23 = self.stiffness ** (2.0 / 3.0)
+        rank = self._order_ranks(kin)
+        n = len(self.kinds)
+        keys, engaged_list, f_list, Q_list = [], [], [], []
         for i, j in self.pairs:
             X1, X2 = self._frame(kin, i), self._frame(kin, j)
             if self.kinds[i] == HALF_SPACE and self.kinds[j] == SPHERE:
@@ -124,6 +150,7 @@ class HuntCrossleyForce(AbstractForce):
                 normal = -X1[:3, 0]
                 loc = X1[:3, :3] @ jnp.stack([depth / 2, c[1], c[2]]) + X1[:3, 3]
                 radius = r
+                key = rank[i] * n + rank[j]
             elif self.kinds[i] == SPHERE and self.kinds[j] == SPHERE:
                 r1, r2 = self.radii[i], self.radii[j]
                 delta = X2[:3, 3] - X1[:3, 3]
@@ -132,6 +159,7 @@ class HuntCrossleyForce(AbstractForce):
                 normal = delta / jnp.where(dist > 0, dist, 1.0)
                 loc = X1[:3, 3] + (r1 - depth / 2) * normal
                 radius = r1 * r2 / (r1 + r2)
+                key = jnp.minimum(rank[i], rank[j]) * n + jnp.maximum(rank[i], rank[j])
             else:
                 continue
             k1, k2 = k23[i], k23[j]
@@ -158,8 +186,19 @@ class HuntCrossleyForce(AbstractForce):
             vrel = vslip / self.transition_velocity
             ff = f * (jnp.minimum(vrel, 1.0) * (ud + 2 * (us - ud) / (1 + vrel * vrel)) + uv * vslip)
             force = f * normal + jnp.where(slipping, ff / vslip, 0.0) * vt
-            force = jnp.where(engaged & (f > 0), force, 0.0)
-            total = total + (J2 - J1).T @ force
+            keys.append(key)
+            engaged_list.append(engaged)
+            f_list.append(f)
+            Q_list.append((J2 - J1).T @ force)
+        if not keys:
+            return total
+        keys, engaged_arr, f_arr = jnp.stack(keys), jnp.stack(engaged_list), jnp.stack(f_list)
+        # Simbody returns at the first contact (in its order) whose force is not positive
+        stop = engaged_arr & (f_arr <= 0)
+        blocked = jnp.any(stop[None, :] & (keys[None, :] < keys[:, None]), axis=1)
+        counts = engaged_arr & (f_arr > 0) & ~blocked
+        for m, Q in enumerate(Q_list):
+            total = total + jnp.where(counts[m], Q, 0.0)
         return total
 
 

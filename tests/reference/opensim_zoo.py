@@ -47,7 +47,8 @@ MODELS = {
 # --------------------------------------------------------------------------------------------
 
 
-def opensim_reference(path: Path, phantoms, n_poses: int, seed: int) -> dict:
+def opensim_reference(path: Path, phantoms, n_poses: int, seed: int, speed: float = 1.0) -> dict:
+    """OpenSim's answers at ``n_poses`` random poses, rates uniform in ±``speed``."""
     import opensim as osim
 
     osim.Logger.setLevelString("error")
@@ -128,7 +129,7 @@ def opensim_reference(path: Path, phantoms, n_poses: int, seed: int) -> dict:
             if n not in locked:
                 cs.get(n).setValue(state, Q[n], False)
         model.realizePosition(state)
-        qdot = rng.uniform(-1.0, 1.0, len(indep))
+        qdot = rng.uniform(-speed, speed, len(indep))
         B = np.zeros((nu, len(indep)))  # ∂u/∂q̇
         for n in names:
             B[uidx[n]] = P[n]
