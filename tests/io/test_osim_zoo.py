@@ -27,7 +27,7 @@ from jaxmb.io.osim.document import osim_xml
 
 OSIM = DATA / "osim"
 ZOO = OSIM / "zoo"
-FAST = ("double_pendulum", "joints_and_forces", "WalkerModel", "Tug_of_War_Millard")
+FAST = ("double_pendulum", "joints_and_forces")
 SLOW = tuple(
     k for k in MODELS if k not in FAST and k not in ("bouncing_block",)
 )  # 9 to 92 muscles, or a 3.x model: minutes of compiling on a shared 2-core machine
