@@ -262,11 +262,14 @@ def jaxmb_errors(path: Path, phantoms, ref: dict) -> dict:
             err["L"] = worst(err["L"] or 0.0, float(e))
         Mref, Gref = np.asarray(pose["M"]), np.asarray(pose["G"])
         M, G = np.asarray(mm(bare, q)), np.asarray(gg(bare, q))
-        err["M"] = worst(err["M"], float(np.abs(M - Mref).max() / np.abs(Mref).max()))
+        err["M"] = worst(err["M"], float(np.abs(M - Mref).max() / max(np.abs(Mref).max(), 1e-300)))
         err["G"] = worst(err["G"], float(np.abs(G - Gref).max() / max(np.abs(Gref).max(), 1.0)))
         qdd_ref = np.asarray(pose["qdd"])
+        if not np.all(np.isfinite(qdd_ref)):  # OpenSim has no accelerations (e.g. all massless)
+            err["FD"] = None
+            continue
         qdd = np.asarray(fd(bare, q, jnp.asarray(pose["qdot"])))
-        err["FD"] = worst(err["FD"], float(np.abs(qdd - qdd_ref).max() / max(np.abs(qdd_ref).max(), 1.0)))
+        err["FD"] = worst(err["FD"] or 0.0, float(np.abs(qdd - qdd_ref).max() / max(np.abs(qdd_ref).max(), 1.0)))
     n_imported = 0 if model.muscles is None else len(model.muscle_names)
     return dict(errors=err, muscles_imported=n_imported, warnings=left_out, refused=refused)
 
