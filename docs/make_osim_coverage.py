@@ -43,7 +43,7 @@ from reference.opensim_zoo import DATA, MODELS, jaxmb_errors, opensim_reference 
 # --------------------------------------------------------------------------------------------
 
 
-def one(key: str, n_poses: int, seed: int) -> dict:
+def one(key: str, n_poses: int, seed: int, lengths: bool = True) -> dict:
     fname, phantoms = MODELS[key]
     path = DATA / fname
     t0 = time.time()
@@ -59,7 +59,7 @@ def one(key: str, n_poses: int, seed: int) -> dict:
         constraints=ref["n_constraints"],
     )
     try:
-        row.update(jaxmb_errors(path, phantoms, ref))
+        row.update(jaxmb_errors(path, phantoms, ref, lengths=lengths))
     except Exception as e:  # noqa: BLE001  (the table reports why a model does not import)
         row["failure"] = f"{type(e).__name__}: {str(e).replace(str(DATA) + '/', '')}"[:300]
     row["seconds"] = round(time.time() - t0, 1)
@@ -108,15 +108,17 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=20)
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    ap.add_argument("--skip-lengths", action="store_true", help="no muscle lengths (fast)")
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.one:
-        print(json.dumps(one(a.models[0], a.poses, a.seed)))
+        print(json.dumps(one(a.models[0], a.poses, a.seed, not a.skip_lengths)))
         return
     rows = []
     for key in a.models:
         p = subprocess.run(
-            [sys.executable, __file__, "--one", key, "--poses", str(a.poses), "--seed", str(a.seed)],
+            [sys.executable, __file__, "--one", key, "--poses", str(a.poses), "--seed", str(a.seed)]
+            + (["--skip-lengths"] if a.skip_lengths else []),
             capture_output=True,
             text=True,
         )

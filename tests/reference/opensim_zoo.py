@@ -224,7 +224,9 @@ def worst(a, b) -> float:
     return float("inf") if not np.isfinite(b) else max(a, b)
 
 
-def jaxmb_errors(path: Path, phantoms, ref: dict) -> dict:
+def jaxmb_errors(path: Path, phantoms, ref: dict, lengths: bool = True) -> dict:
+    """jaxmb's largest errors against ``ref``; ``lengths=False`` skips the muscle lengths (their
+    compile takes minutes for the big models)."""
     kw = dict(zero_inertia=tuple(phantoms))
     try:
         mb.io.read_osim(path, **kw)
@@ -245,7 +247,9 @@ def jaxmb_errors(path: Path, phantoms, ref: dict) -> dict:
     fd = eqx.filter_jit(mb.forward_dynamics)
     mm = eqx.filter_jit(mb.mass_matrix)
     gg = eqx.filter_jit(mb.gravity_forces)
-    lengths = eqx.filter_jit(mb.muscle_lengths) if model.muscles is not None else None
+    lengths = (
+        eqx.filter_jit(mb.muscle_lengths) if model.muscles is not None and lengths else None
+    )
     err = dict(pose=0.0, L=None, M=0.0, G=0.0, FD=0.0)
     for pose in ref["poses"]:
         q = jnp.asarray(pose["q"])
