@@ -25,7 +25,6 @@ file is the OpenSim reader's job (:func:`jaxmb.io.osim.parse_function`).
 from __future__ import annotations
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
@@ -145,23 +144,21 @@ def _check_knots(x, y, what: str, minimum: int):
         )
 
 
-def _simm_coefficients(x, y, xp=jnp):
+def _simm_coefficients(x, y):
     """Cubic-spline coefficients ``(b, c, d)`` of OpenSim's SimmSpline.
 
     Transcribes the tridiagonal system of ``SimmSpline::calcCoefficients`` (SIMM, after Forsythe,
     Malcolm & Moler 1977) as a dense solve, so it traces and differentiates; n is small (< 50).
-    ``xp`` is the array module: ``numpy`` for knots known at build time (no XLA compile per knot
-    count when a model with many splines is read), ``jax.numpy`` when they are traced.
     """
     n = x.shape[0]
     h = x[1:] - x[:-1]
     if n == 2:
         s = (y[1] - y[0]) / h[0]
-        return xp.stack([s, s]), xp.zeros(2), xp.zeros(2)
+        return jnp.stack([s, s]), jnp.zeros(2), jnp.zeros(2)
     delta = (y[1:] - y[:-1]) / h  # divided differences, (n-1,)
     rhs_inner = delta[1:] - delta[:-1]  # (n-2,)
     diag_inner = 2.0 * (h[:-1] + h[1:])
-    diag = xp.concatenate([-h[:1], diag_inner, -h[-1:]])
+    diag = jnp.concatenate([-h[:1], diag_inner, -h[-1:]])
     upper, lower = h, h
     if n > 3:
         d31, d20 = x[3] - x[1], x[2] - x[0]
@@ -170,15 +167,15 @@ def _simm_coefficients(x, y, xp=jnp):
         c0 = (rhs_inner[1] / d31 - rhs_inner[0] / d20) * h[0] ** 2 / d30
         cn = -(rhs_inner[-1] / d1 - rhs_inner[-2] / d2) * h[-1] ** 2 / d3
     else:
-        c0 = cn = xp.zeros((), dtype=rhs_inner.dtype)
-    rhs = xp.concatenate([c0[None], rhs_inner, cn[None]])
-    T = xp.diag(diag) + xp.diag(upper, 1) + xp.diag(lower, -1)
-    sigma = xp.linalg.solve(T, rhs)
+        c0 = cn = jnp.zeros((), dtype=rhs_inner.dtype)
+    rhs = jnp.concatenate([c0[None], rhs_inner, cn[None]])
+    T = jnp.diag(diag) + jnp.diag(upper, 1) + jnp.diag(lower, -1)
+    sigma = jnp.linalg.solve(T, rhs)
     b_inner = delta - h * (sigma[1:] + 2.0 * sigma[:-1])
     b_last = delta[-1] + h[-1] * (sigma[-2] + 2.0 * sigma[-1])
-    b = xp.concatenate([b_inner, b_last[None]])
+    b = jnp.concatenate([b_inner, b_last[None]])
     d_inner = (sigma[1:] - sigma[:-1]) / h
-    d = xp.concatenate([d_inner, d_inner[-1:]])
+    d = jnp.concatenate([d_inner, d_inner[-1:]])
     c = 3.0 * sigma
     return b, c, d
 
@@ -210,14 +207,9 @@ class SimmSpline(_CubicSpline):
 
     def __init__(self, x, y):
         _check_knots(x, y, "SimmSpline", 2)
-        if isinstance(x, jax.core.Tracer) or isinstance(y, jax.core.Tracer):
-            self.x = jnp.asarray(x, dtype=float)
-            self.y = jnp.asarray(y, dtype=float)
-            self.b, self.c, self.d = _simm_coefficients(self.x, self.y)
-        else:
-            xn, yn = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-            self.x, self.y = jnp.asarray(xn), jnp.asarray(yn)
-            self.b, self.c, self.d = (jnp.asarray(v) for v in _simm_coefficients(xn, yn, np))
+        self.x = jnp.asarray(x, dtype=float)
+        self.y = jnp.asarray(y, dtype=float)
+        self.b, self.c, self.d = _simm_coefficients(self.x, self.y)
 
 
 class NaturalCubicSpline(SimmSpline):
