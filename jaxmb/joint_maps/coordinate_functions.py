@@ -19,7 +19,8 @@ class OsimJointMap(AbstractJointMap):
 
     The full coordinate vector ``Q`` (all OpenSim coordinates, OpenSim order) is assembled from the
     independent ones, ``Q[independent] = q``, then each coupled coordinate in dependency order,
-    ``Q[d] = scale · g(Q[source])``. Joint i is ``f_i = g_i(Q[source_i])`` (``source_i = -1``: a
+    ``Q[d] = scale · g(Q[source])``; a locked coordinate is held at its value,
+    ``Q[held] = held_values`` (OpenSim's lock: it neither moves nor appears in q). Joint i is ``f_i = g_i(Q[source_i])`` (``source_i = -1``: a
     constant).
 
     Attributes:
@@ -29,6 +30,7 @@ class OsimJointMap(AbstractJointMap):
         coupled, coupling_sources: their indices in ``Q`` and those of their independent coordinate.
         independent: the indices of q in ``Q``.
         nfull: number of OpenSim coordinates.
+        held, held_values: indices in ``Q`` of the locked coordinates (static) and their values.
     """
 
     functions: tuple
@@ -41,11 +43,17 @@ class OsimJointMap(AbstractJointMap):
     nfull: int = eqx.field(static=True)
     nq: int = eqx.field(static=True)
     nj: int = eqx.field(static=True)
+    held: tuple[int, ...] = eqx.field(static=True, default=())
+    held_values: tuple = ()
 
     def full_coordinates(self, q: Float[Array, " nq"]) -> Float[Array, " nfull"]:
         """All OpenSim coordinates (independent and coupled), OpenSim's order."""
         Q = jnp.zeros(self.nfull, dtype=jnp.result_type(q, float))
         Q = Q.at[jnp.asarray(self.independent, dtype=int)].set(q)
+        if self.held:
+            Q = Q.at[jnp.asarray(self.held, dtype=int)].set(
+                jnp.asarray(self.held_values, dtype=Q.dtype)
+            )
         for k, (d, s, g) in enumerate(
             zip(self.coupled, self.coupling_sources, self.coupling_functions, strict=True)
         ):

@@ -29,11 +29,13 @@ from .hill import (
     tendon_force_length,
     tendon_length_from_force,
 )
+from .path_forces import Ligament, PathActuator, PathSpring, path_length_and_moment_arm
 from .paths import Muscle, MuscleParameters, MuscleSet, PathWrap, with_muscles
 from .points import (
     ConditionalPathPoint,
     FunctionPathPoint,
     MovingPathPoint,
+    OsimConditionalPathPoint,
     OsimMovingPathPoint,
     PathPoint,
     clamp_to_range,

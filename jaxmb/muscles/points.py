@@ -37,6 +37,7 @@ __all__ = [
     "MovingPathPoint",
     "OsimMovingPathPoint",
     "FunctionPathPoint",
+    "OsimConditionalPathPoint",
     "clamp_to_range",
 ]
 
@@ -155,8 +156,11 @@ class OsimMovingPathPoint(MovingPathPoint):
         self.joint_map = joint_map
         self.rotation = jnp.asarray(rotation, dtype=float)
         self.offset = jnp.asarray(offset, dtype=float)
+        # the model coordinates (indices in q) the point reads directly
         self.coordinates = tuple(
-            c for c in sorted({int(c) for c in sources if c >= 0}) if c in joint_map.independent
+            joint_map.independent.index(c)
+            for c in sorted({int(c) for c in sources if c >= 0})
+            if c in joint_map.independent
         )
         self.knots = jnp.zeros((3, 0))
         self.values = jnp.zeros((3, 0))
@@ -174,6 +178,40 @@ class OsimMovingPathPoint(MovingPathPoint):
     def evaluate(self, q, nq):
         """(location (3,), ∂location/∂q (3, nq), active) — the contract of jaxmb's path points."""
         return self.location(q), jax.jacfwd(self.location)(q), jnp.asarray(True)
+
+
+class OsimConditionalPathPoint(MovingPathPoint):
+    """OpenSim's ConditionalPathPoint on any OpenSim coordinate (independent, coupled or locked):
+    a fixed point of the body, in the path while ``range[0] <= Q[source] <= range[1]`` with
+    ``Q = joint_map.full_coordinates(q)``.
+
+    Attributes:
+        body: jaxmb body index (static). point: (3,) m in the jaxmb body frame.
+        source: the coordinate's index in the full OpenSim coordinate vector (static).
+        range: (2,) closed interval (rad or m). joint_map: the imported model's joint map.
+    """
+
+    point: Float[Array, " 3"]
+    source: int = eqx.field(static=True)
+    range: Float[Array, " 2"]
+    joint_map: OsimJointMap
+
+    def __init__(self, body, point, source, range, joint_map, name: str = ""):  # noqa: A002
+        self.body = body
+        self.point = jnp.asarray(point, dtype=float)
+        self.source = int(source)
+        self.range = jnp.asarray(range, dtype=float)
+        self.joint_map = joint_map
+        self.coordinates = ()
+        self.knots = jnp.zeros((3, 0))
+        self.values = jnp.zeros((3, 0))
+        self.name = name
+
+    def evaluate(self, q, nq):
+        """(location (3,), zero ∂location/∂q (3, nq), active)."""
+        c = self.joint_map.full_coordinates(q)[self.source]
+        active = (c >= self.range[0]) & (c <= self.range[1])
+        return self.point, jnp.zeros((3, nq), self.point.dtype), active
 
 
 @jax.custom_jvp

@@ -30,7 +30,7 @@ def main(keys) -> None:
     ref = json.loads((HERE / "osim_muscles_reference.json").read_text())
     for key in keys or list(ref["models"]):
         r = ref["models"][key]
-        imp = read_osim(HERE / "osim" / r["file"], zero_inertia=tuple(r["phantoms"]))
+        imp = read_osim(HERE / "osim" / r["file"], zero_inertia=tuple(r["phantoms"]), locked="free")
         skipped: dict[str, str] = {}
         model = model_with_muscles(imp, skip_unsupported=True, skipped=skipped)
         qs = jnp.asarray([p["q"] for p in r["poses"]])

@@ -81,7 +81,7 @@ LIGHT = {"leg6dof9musc": ("rect_fem_r", "vas_int_r", "bifemsh_r"), "mobl_arms": 
 
 def _imported(key):
     r = REF["models"][key]
-    imp = read_osim(DATA / "osim" / r["file"], zero_inertia=tuple(r["phantoms"]))
+    imp = read_osim(DATA / "osim" / r["file"], zero_inertia=tuple(r["phantoms"]), locked="free")
     skipped: dict[str, str] = {}
     model = model_with_muscles(imp, skip_unsupported=True, skipped=skipped)
     return imp, model, skipped, r
@@ -153,7 +153,7 @@ def test_light_subset_matches_opensim(key):
     """Lengths to 1e-10 m and moment arms to 1e-7 m (targets 1e-8, 1e-6) at every reference pose,
     for a few wrap-free muscles (one compile)."""
     r = REF["models"][key]
-    imp = read_osim(DATA / "osim" / r["file"], zero_inertia=tuple(r["phantoms"]))
+    imp = read_osim(DATA / "osim" / r["file"], zero_inertia=tuple(r["phantoms"]), locked="free")
     model = model_with_muscles(imp, only=LIGHT[key])
     assert set(model.muscle_names) == set(LIGHT[key])
     L, R = _lengths_and_arms(model, [p["q"] for p in r["poses"]])
@@ -206,7 +206,7 @@ def test_path_points_land_on_the_right_body(key):
     """Every built point, all kinds, in ground vs OpenSim's ``getLocationInGround`` (1e-12 m),
     including MoBL-ARMS' points on bodies the import merges into massless-joint chains."""
     r = POINTS["models"][key]
-    imp = read_osim(DATA / "osim" / r["file"], zero_inertia=tuple(r["phantoms"]))
+    imp = read_osim(DATA / "osim" / r["file"], zero_inertia=tuple(r["phantoms"]), locked="free")
     pose = r["poses"][0]
     q = jnp.asarray(pose["q"])
     A = np.asarray(eqx.filter_jit(body_transforms)(imp.model, q))
@@ -337,7 +337,7 @@ def test_wrap_objects_move_to_the_jaxmb_body_frame():
     body pose, agree (the body may be merged or renamed by the import)."""
     key = "mobl_arms"
     r = POINTS["models"][key]
-    imp = read_osim(DATA / "osim" / r["file"], zero_inertia=tuple(r["phantoms"]))
+    imp = read_osim(DATA / "osim" / r["file"], zero_inertia=tuple(r["phantoms"]), locked="free")
     pose = r["poses"][0]
     A = np.asarray(eqx.filter_jit(body_transforms)(imp.model, jnp.asarray(pose["q"])))
     A = np.concatenate([A, np.eye(4)[None]])
@@ -416,7 +416,7 @@ def test_wrap_errors_name_the_wrap(tmp_path, monkeypatch):
 
 
 def test_point_errors_name_the_point(tmp_path):
-    # a conditional point on a coupled coordinate
+    # a conditional point on a coupled coordinate is imported (it reads the joint map)
     p = _edited(
         tmp_path,
         "leg6dof9musc.osim",
@@ -427,9 +427,22 @@ def test_point_errors_name_the_point(tmp_path):
             )
         ],
     )
-    with pytest.raises(
-        OsimImportError, match=r"ConditionalPathPoint .*'knee_angle_pat_r'.*coupled"
-    ):
+    muscles = osim_muscles(read_osim(p))
+    assert any(
+        type(pt).__name__ == "OsimConditionalPathPoint" for m in muscles for pt in m.points
+    )
+    # ... one on an unknown coordinate raises naming it
+    p = _edited(
+        tmp_path,
+        "leg6dof9musc.osim",
+        [
+            (
+                "<socket_coordinate>/jointset/knee_r/knee_angle_r</socket_coordinate>",
+                "<socket_coordinate>/jointset/knee_r/no_such_angle</socket_coordinate>",
+            )
+        ],
+    )
+    with pytest.raises(OsimImportError, match=r"ConditionalPathPoint .*'no_such_angle'"):
         osim_muscles(read_osim(p))
     # a moving point's function of a type jaxmb cannot evaluate
     old = "<x_location>\n\t\t\t\t\t\t\t\t\t\t<MultiplierFunction>"

@@ -244,17 +244,26 @@ class FileReader:
         if not (isinstance(cls, type) and issubclass(cls, eqx.Module)):
             raise self.error(join_path(path, "__module__"), f"{name!r} is not an equinox Module")
         fields = self.obj(v["fields"], join_path(path, "fields"))
-        names = [f.name for f in dataclasses.fields(cls)]
+        declared = {f.name: f for f in dataclasses.fields(cls)}
+        names = list(declared)
         for k in fields:
             if k not in names:
                 raise self.error(join_path(path, f"fields.{k}"), f"{name} has no field {k!r}")
-        missing = [k for k in names if k not in fields]
+        # a field added to the class after the file was written keeps its declared default
+        missing = [
+            k for k in names if k not in fields and declared[k].default is dataclasses.MISSING
+        ]
         if missing:
             raise self.error(join_path(path, "fields"), f"{name}: missing fields {missing}")
         # restore the fields as they were written (the constructor may take other arguments)
         obj = object.__new__(cls)
         for k in names:
-            object.__setattr__(obj, k, self.generic(fields[k], join_path(path, f"fields.{k}")))
+            value = (
+                self.generic(fields[k], join_path(path, f"fields.{k}"))
+                if k in fields
+                else declared[k].default
+            )
+            object.__setattr__(obj, k, value)
         return obj
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import posixpath
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,43 @@ from .xml import (
     unit_axis,
 )
 
-__all__ = ["OsimDocument", "JointSpec", "TransformAxisSpec"]
+__all__ = ["OsimDocument", "JointSpec", "TransformAxisSpec", "osim_xml", "JOINT_AXES"]
+
+# OpenSim writes a property of a base class as ``<Class::property>`` (e.g.
+# ``<HuntCrossleyForce::ContactParametersSet>``): not a well-formed XML name, read by OpenSim as
+# ``<property>``. The text is rewritten the same way before parsing.
+_SCOPED_TAG = re.compile(rb"<(/?)[A-Za-z_][A-Za-z0-9_]*::")
+
+
+def osim_xml(text: bytes) -> bytes:
+    """An ``.osim`` document's bytes with OpenSim's ``<Class::tag>`` spelling read as ``<tag>``."""
+    return _SCOPED_TAG.sub(rb"<\1", text)
+
+
+# Joint types as a sequence of axes in the joint frame F, in the order they act (translations
+# along F's axes first, then body-fixed rotations), each ``(kind, axis, index of the coordinate
+# in the joint's coordinate list)``. Simbody's mobilizers: Pin (rotation about z), Slider
+# (translation along x), Universal (x then the new y), Gimbal and Ball (body-fixed X-Y-Z; for the
+# ball OpenSim's coordinates are these Euler angles of its quaternion), Free (translation in F, then
+# the ball's rotation), Planar (translation x, y in F, then rotation about z).
+_X, _Y, _Z = (1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0)
+JOINT_AXES = {
+    "PinJoint": (("rotation", _Z, 0),),
+    "SliderJoint": (("translation", _X, 0),),
+    "UniversalJoint": (("rotation", _X, 0), ("rotation", _Y, 1)),
+    "GimbalJoint": (("rotation", _X, 0), ("rotation", _Y, 1), ("rotation", _Z, 2)),
+    "BallJoint": (("rotation", _X, 0), ("rotation", _Y, 1), ("rotation", _Z, 2)),
+    "FreeJoint": (
+        ("translation", _X, 3),
+        ("translation", _Y, 4),
+        ("translation", _Z, 5),
+        ("rotation", _X, 0),
+        ("rotation", _Y, 1),
+        ("rotation", _Z, 2),
+    ),
+    "PlanarJoint": (("translation", _X, 1), ("translation", _Y, 2), ("rotation", _Z, 0)),
+    "WeldJoint": (),
+}
 
 
 @dataclasses.dataclass
@@ -73,12 +110,13 @@ class OsimDocument:
     def __init__(self, path):
         self.path = str(path)
         try:
-            self.tree = ET.parse(self.path)
-        except FileNotFoundError:
+            text = Path(self.path).read_bytes()
+        except (FileNotFoundError, IsADirectoryError):
             raise OsimImportError(f"{self.path}: file not found") from None
+        try:
+            root = ET.fromstring(osim_xml(text))
         except ET.ParseError as e:
             raise OsimImportError(f"{self.path}: not valid XML ({e})") from None
-        root = self.tree.getroot()
         if root.tag != "OpenSimDocument":
             raise OsimImportError(
                 f"{self.path}: root element is <{root.tag}>, not <OpenSimDocument>"
@@ -180,10 +218,12 @@ class OsimDocument:
                 elif child.get("name") is not None:
                     visit(child, posixpath.join(owner, child.get("name")))
 
-        for setname in ("BodySet", "JointSet", "Ground", "components"):
+        for setname in ("BodySet", "JointSet", "Ground", "components", "ForceSet"):
             for el in self.model_el.findall(setname):
                 if setname == "BodySet":
                     visit(el, "/bodyset")
+                elif setname == "ForceSet":
+                    visit(el, "/forceset")
                 elif setname == "JointSet":
                     visit(el, "/jointset")
                 elif setname == "Ground":
@@ -216,6 +256,35 @@ class OsimDocument:
             parent, X = frames[fpath]
             T = X @ T
             fpath = parent
+
+    def frame_in_body(self, path: str, what: str, relative_to: str = "/"):
+        """``(OpenSim body or "ground", X (4, 4))``: a frame given by its component path, as a
+        pose in its body's frame (4.x offset frames resolved)."""
+        if not hasattr(self, "_frames"):
+            self._frames = self._collect_frames() if self.v4 else {}
+        p = path.strip()
+        if not self.v4:  # a 3.x body name
+            p = "/ground" if p == "ground" else f"/bodyset/{p}"
+        return self._frame_to_body(
+            self._resolve(p, relative_to), self._frames, set(self.bodies()), what
+        )
+
+    def duplicate_names(self) -> list[str]:
+        """``"<set>: <name>"`` of every name used twice in one of the model's sets (OpenSim keeps
+        one of them; jaxmb raises)."""
+        out = []
+        sets = ["BodySet", "JointSet", "ForceSet", "ConstraintSet", "MarkerSet",
+                "ContactGeometrySet", "ControllerSet", "ProbeSet"]
+        for setname in sets:
+            el = self.model_el.find(f"{setname}/objects")
+            names = [] if el is None else [c.get("name") for c in el]
+            out += [f"{setname}: {n!r}" for n in sorted({n for n in names if names.count(n) > 1})]
+        coords = [c.get("name") for c in self.model_el.iter("Coordinate")]
+        out += [f"coordinates: {n!r}" for n in sorted({n for n in coords if coords.count(n) > 1})]
+        if not self.v4:
+            bodies = [b.get("name") for b in self.model_el.iter("Body")]
+            out += [f"bodies: {n!r}" for n in sorted({n for n in bodies if bodies.count(n) > 1})]
+        return out
 
     # ---- joints ----------------------------------------------------------------------------
     def _axes(self, st: ET.Element | None, jname: str, coords: dict[str, OsimCoordinate]):
@@ -304,26 +373,22 @@ class OsimDocument:
                 for c in coords
             ]
             return axes, coords
-        if jtype == "WeldJoint":
-            if coords:
-                raise OsimImportError(self.where(f"WeldJoint {jname!r} has coordinates"))
-            return [], coords
-        if len(coords) != 1:
-            raise OsimImportError(self.where(f"{jtype} {jname!r} needs exactly one coordinate"))
-        c = coords[0]
-        if jtype == "PinJoint":
-            coords = [dataclasses.replace(c, rotational=True)]
-            return [
-                TransformAxisSpec(
-                    "rotation", np.array([0.0, 0, 1]), c.name, LinearFunction(1.0), "rz"
-                )
-            ], coords
-        coords = [dataclasses.replace(c, rotational=False)]
-        return [
-            TransformAxisSpec(
-                "translation", np.array([1.0, 0, 0]), c.name, LinearFunction(1.0), "tx"
+        spec = JOINT_AXES[jtype]
+        n = 1 + max((k for _, _, k in spec), default=-1)
+        if len(coords) != n:
+            raise OsimImportError(
+                self.where(f"{jtype} {jname!r} needs {n} coordinates, has {len(coords)}")
             )
-        ], coords
+        coords = list(coords)
+        axes = []
+        for kind, axis, k in spec:
+            c = coords[k]
+            coords[k] = dataclasses.replace(c, rotational=kind == "rotation")
+            label = f"{'r' if kind == 'rotation' else 't'}{'xyz'[int(np.argmax(axis))]}"
+            axes.append(
+                TransformAxisSpec(kind, np.asarray(axis), c.name, LinearFunction(1.0), label)
+            )
+        return axes, coords
 
     def _joint4(self, j, frames, body_names) -> JointSpec:
         self._check_type(j)
@@ -366,7 +431,7 @@ class OsimDocument:
         return JointSpec(jname, j.tag, parent, child, X_PF, X_BM, coords, axes)
 
     # ---- constraints -------------------------------------------------------------------------
-    def couplings(self, coord_names: list[str]):
+    def couplings(self, coord_names: list[str], refuse=None):
         out = []
         cs = self.model_el.find("ConstraintSet")
         objs = [] if cs is None or cs.find("objects") is None else list(cs.find("objects"))
@@ -377,10 +442,14 @@ class OsimDocument:
             if not enforced:
                 continue
             if c.tag != "CoordinateCouplerConstraint":
-                raise OsimImportError(
+                msg = (
                     f"{w}: constraint type {c.tag!r} is not supported"
                     " (supported: CoordinateCouplerConstraint)"
                 )
+                if refuse is None:
+                    raise OsimImportError(msg)
+                refuse(msg)
+                continue
             ind = (child_text(c, "independent_coordinate_names") or "").split()
             dep = child_text(c, "dependent_coordinate_name")
             if len(ind) != 1:
@@ -415,6 +484,11 @@ class OsimDocument:
                 continue
             out.append(self._muscle(m))
         return tuple(out)
+
+    def path_spec(self, el: ET.Element) -> MuscleSpec:
+        """A path force element (PathActuator, PathSpring, Ligament) read like a muscle: its
+        GeometryPath as path points and wraps (``kind`` is its type)."""
+        return self._muscle(el)
 
     def _muscle(self, m: ET.Element) -> MuscleSpec:
         name = m.get("name")

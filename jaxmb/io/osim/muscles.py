@@ -34,6 +34,7 @@ from ...muscles import (
     Muscle,
     MuscleParameters,
     MuscleSet,
+    OsimConditionalPathPoint,
     OsimMovingPathPoint,
     PathPoint,
     PathWrap,
@@ -59,6 +60,7 @@ __all__ = [
     "build_muscle",
     "osim_muscles",
     "model_with_muscles",
+    "path_set",
 ]
 
 
@@ -184,13 +186,17 @@ def path_point(
     if p.kind == "ConditionalPathPoint":
         if p.coordinate not in coordinates:
             raise OsimImportError(f"{wp}: unknown coordinate {p.coordinate!r}")
-        if p.coordinate not in independent:
-            raise OsimImportError(
-                f"{wp}: conditional on {p.coordinate!r}, a coupled coordinate (only"
-                " independent ones are supported)"
-            )
         x = C @ np.asarray(p.location) + t
-        return ConditionalPathPoint(b, x, p.coordinate, p.range, p.name)
+        if p.coordinate in independent:
+            return ConditionalPathPoint(b, x, p.coordinate, p.range, p.name)
+        if joint_map is None:
+            raise OsimImportError(
+                f"{wp}: conditional on {p.coordinate!r}, not a model coordinate (coupled or"
+                " locked): it needs the model's joint map"
+            )
+        return OsimConditionalPathPoint(
+            b, x, coordinates.index(p.coordinate), p.range, joint_map, p.name
+        )
     if joint_map is None:
         raise OsimImportError(f"{wp}: a moving point needs the model's joint map")
     funcs, srcs = [], []
@@ -205,6 +211,23 @@ def path_point(
         funcs.append(f)
         srcs.append(-1 if c is None else coordinates.index(c))
     return OsimMovingPathPoint(b, funcs, srcs, joint_map, C, t, p.name)
+
+
+def path_set(imp: OsimImport, spec: MuscleSpec) -> MuscleSet:
+    """The one-path :class:`MuscleSet` of a path force element (PathActuator, PathSpring): its
+    points and wraps built as a muscle's, checked by ``with_muscles``; the Hill parameters are
+    placeholders (a path force reads only the length and moment arms)."""
+    w = f"{imp.path}: {spec.kind} {spec.name!r}"
+    placeholder = dataclasses.replace(
+        spec,
+        kind=SUPPORTED_MUSCLES[0],
+        parameters=dict(max_isometric_force=1.0, optimal_fiber_length=1.0,
+                        tendon_slack_length=1.0),
+    )
+    try:
+        return _attach(imp.model, [build_muscle(imp, placeholder)]).muscles
+    except ModelError as e:
+        raise OsimImportError(f"{w}: {e}") from None
 
 
 def build_muscle(imp: OsimImport, spec: MuscleSpec) -> Muscle:
@@ -277,8 +300,8 @@ def _attach(model: Model, muscles: list) -> Model:
         Muscle(
             m.name,
             tuple(
-                PathPoint(p.body, p.offset, p.name)  # any finite point: only checked
-                if isinstance(p, OsimMovingPathPoint)
+                PathPoint(p.body, np.zeros(3), p.name)  # any finite point: only checked
+                if isinstance(p, (OsimMovingPathPoint, OsimConditionalPathPoint))
                 else p
                 for p in m.points
             ),
@@ -292,7 +315,7 @@ def _attach(model: Model, muscles: list) -> Model:
         Muscle(
             c.name,
             tuple(
-                o if isinstance(o, OsimMovingPathPoint) else v
+                o if isinstance(o, (OsimMovingPathPoint, OsimConditionalPathPoint)) else v
                 for o, v in zip(m.points, c.points, strict=True)
             ),
             c.wraps,

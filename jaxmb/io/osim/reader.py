@@ -54,7 +54,8 @@ from ...joint_maps import OsimJointMap
 from ...math import AbstractFunction, Constant
 from ...model import PRISMATIC, REVOLUTE, Body, Model, ModelError, build_model
 from .document import JointSpec, OsimDocument
-from .muscles import model_with_muscles
+from .forces import osim_forces
+from .muscles import model_with_muscles, path_set
 from .xml import (
     MuscleSpec,
     OsimCoordinate,
@@ -62,6 +63,7 @@ from .xml import (
     OsimImportError,
     axis_angle,
     axis_rotation,
+    child_flag,
     child_text,
     child_vector,
     homogeneous,
@@ -71,18 +73,46 @@ from .xml import (
 __all__ = ["read_osim", "load_osim", "osim_muscle_specs"]
 
 
-def read_osim(path: str | Path, *, zero_inertia: tuple[str, ...] = ()) -> OsimImport:
+def read_osim(
+    path: str | Path,
+    *,
+    zero_inertia: tuple[str, ...] = (),
+    unsupported: str = "raise",
+    locked: str = "hold",
+) -> OsimImport:
     """Read an OpenSim model (4.x or 3.0 ``.osim``) into a jaxmb model plus the import's details.
 
     Args:
         path: the ``.osim`` file.
         zero_inertia: OpenSim bodies whose rotational inertia is set to zero (e.g. MoBL-ARMS'
             phantom bodies, which carry a placeholder diag(1, 1, 1) kg·m²).
+        unsupported: ``"raise"`` (default): an element jaxmb cannot represent (a force,
+            constraint, controller or probe type) raises :class:`OsimImportError` naming it, its
+            type and the file; ``"warn"``: the rest is imported and one warning lists every
+            element left out (also in :attr:`OsimImport.left_out`).
+        locked: ``"hold"`` (default, OpenSim's meaning): a locked coordinate is held at its
+            default value by the joint map and is not one of the model's coordinates;
+            ``"free"``: locked coordinates stay coordinates (the lock is ignored).
 
     Raises:
-        OsimImportError: naming the unsupported or malformed element, its type and the file.
+        OsimImportError: naming the unsupported or malformed element, its type and the file;
+            also for a name used twice in one set (OpenSim would keep only one of them).
     """
+    if unsupported not in ("raise", "warn"):
+        raise ValueError(f"unsupported must be 'raise' or 'warn', got {unsupported!r}")
+    if locked not in ("hold", "free"):
+        raise ValueError(f"locked must be 'hold' or 'free', got {locked!r}")
     P = OsimDocument(path)
+    left_out: list[str] = []
+
+    def refuse(message: str):
+        if unsupported == "raise":
+            raise OsimImportError(message)
+        left_out.append(message.removeprefix(f"{P.path}: "))
+
+    dups = P.duplicate_names()
+    if dups:
+        raise OsimImportError(P.where(f"names used twice: {'; '.join(dups)}"))
     bodies = P.bodies()
     for b in zero_inertia:
         if b not in bodies:
@@ -127,10 +157,15 @@ def read_osim(path: str | Path, *, zero_inertia: tuple[str, ...] = ()) -> OsimIm
             pending.remove(j)
 
     # couplings
-    couplings = P.couplings(cnames)
+    couplings = P.couplings(cnames, refuse)
     dep_names = {d for _, d, _, _, _ in couplings}
-    independent = [i for i, n in enumerate(cnames) if n not in dep_names]
-    resolved = {cnames[i] for i in independent}
+    held = [
+        i
+        for i, c in enumerate(coords)
+        if locked == "hold" and c.locked and c.name not in dep_names
+    ]
+    independent = [i for i, n in enumerate(cnames) if n not in dep_names and i not in held]
+    resolved = {cnames[i] for i in independent + held}
     coupling_order = []
     todo = list(couplings)
     while todo:
@@ -256,6 +291,8 @@ def read_osim(path: str | Path, *, zero_inertia: tuple[str, ...] = ()) -> OsimIm
         nfull=len(cnames),
         nq=len(independent),
         nj=len(jbodies),
+        held=tuple(held),
+        held_values=tuple(float(coords[i].default_value) for i in held),
     )
     gravity = child_vector(P.model_el, "gravity", 3, P.where("Model"), default=(0, -9.80665, 0))
     markers = _markers(P, body_frames)
@@ -273,12 +310,15 @@ def read_osim(path: str | Path, *, zero_inertia: tuple[str, ...] = ()) -> OsimIm
     # build_model rejects point masses (mass > 0, zero inertia) which OpenSim allows: it validated
     # placeholders above; the bodies' real inertias (checked in OsimDocument.bodies) go in here.
     model = eqx.tree_at(lambda m: m.inertia, model, jnp.asarray(np.stack(inertias)))
+    euler = {c.name for j in joints if j.type in ("BallJoint", "FreeJoint") for c in j.coordinates[:3]}
     coupled = {c[1]: (c[0], c[2]) for c in coupling_order}
-    return OsimImport(
+    imp = OsimImport(
         model=model,
         coordinates=tuple(coords),
         coupled=coupled,
         locked=tuple(c.name for c in coords if c.locked),
+        left_out=tuple(left_out),
+        euler_rotations=tuple(c.name for c in coords if c.name in euler),
         body_frames={k: v for k, v in body_frames.items()},
         jaxmb_joints=tuple(labels),
         muscles=P.muscles(),
@@ -286,6 +326,46 @@ def read_osim(path: str | Path, *, zero_inertia: tuple[str, ...] = ()) -> OsimIm
         path=P.path,
         wrap_objects=P.wrap_objects(),
     )
+    forces = osim_forces(P, imp, euler, refuse, lambda spec: path_set(imp, spec))
+    if forces:
+        model = eqx.tree_at(lambda m: m.forces, model, tuple(model.forces) + tuple(forces))
+    notes = _controllers_and_probes(P, refuse)
+    left_out += notes
+    if left_out:
+        warnings.warn(
+            f"{P.path}: {len(left_out)} elements not imported: " + "; ".join(left_out),
+            stacklevel=2,
+        )
+    return dataclasses.replace(imp, model=model, left_out=tuple(left_out))
+
+
+def _controllers_and_probes(P: OsimDocument, refuse) -> list[str]:
+    """Controllers and probes are not mechanical elements: a probe (an output) and a controller
+    of muscles only (whose forces jaxmb computes from excitations the user gives) are noted in the
+    import's warning; a controller of any other actuator changes the free motion and is refused."""
+    notes = []
+    muscles = {m.get("name") for m in P.model_el.findall("ForceSet/objects/*") if "Muscle" in m.tag}
+    for el in P.model_el.findall("ControllerSet/objects/*"):
+        if not child_flag(el, "enabled", True) or child_flag(el, "isDisabled", False):
+            continue
+        acts = (child_text(el, "actuator_list") or "").split()
+        acts += [
+            t.split("/")[-1] for a in el.findall("socket_actuators") for t in (a.text or "").split()
+        ]
+        what = f"{el.tag} {el.get('name')!r}"
+        if acts and set(acts) <= muscles:
+            notes.append(f"{what}: a controller of muscles (jaxmb takes excitations as inputs)")
+        else:
+            refuse(
+                P.where(
+                    f"{what}: a controller of actuators {acts or 'all'} is not supported (set"
+                    " the actuators' controls, or pass tau to forward_dynamics and simulate)"
+                )
+            )
+    for el in P.model_el.findall("ProbeSet/objects/*"):
+        if child_flag(el, "enabled", True) and not child_flag(el, "isDisabled", False):
+            notes.append(f"{el.tag} {el.get('name')!r}: a probe (an output, no force)")
+    return notes
 
 
 def _markers(P: OsimDocument, body_frames) -> dict:
@@ -313,7 +393,12 @@ def _markers(P: OsimDocument, body_frames) -> dict:
 
 
 def load_osim(
-    path: str | Path, *, zero_inertia: tuple[str, ...] = (), muscles: str = "supported"
+    path: str | Path,
+    *,
+    zero_inertia: tuple[str, ...] = (),
+    muscles: str = "supported",
+    unsupported: str = "raise",
+    locked: str = "hold",
 ) -> Model:
     """Load an OpenSim model (4.x or 3.0 ``.osim``) as a jaxmb :class:`~jaxmb.model.Model`.
 
@@ -327,11 +412,13 @@ def load_osim(
         muscles: ``"supported"`` (default) builds ``model.muscles`` from the muscles jaxmb can
             represent and warns naming those it leaves out and why; ``"all"`` raises
             :class:`OsimImportError` for the first muscle it cannot build; ``"none"`` imports no
-            muscles.
+            muscles. A muscle whose ``appliesForce`` is false is not a muscle of the model.
+        unsupported, locked: as for :func:`read_osim`.
     """
     if muscles not in ("supported", "all", "none"):
         raise ValueError(f"muscles must be 'supported', 'all' or 'none', got {muscles!r}")
-    imp = read_osim(path, zero_inertia=zero_inertia)
+    imp = read_osim(path, zero_inertia=zero_inertia, unsupported=unsupported, locked=locked)
+    imp = dataclasses.replace(imp, muscles=tuple(m for m in imp.muscles if m.applies_force))
     if muscles == "none" or not imp.muscles:
         return imp.model
     skipped: dict[str, str] = {}

@@ -47,7 +47,17 @@ __all__ = [
     "unit_axis",
 ]
 
-SUPPORTED_JOINTS = ("CustomJoint", "PinJoint", "SliderJoint", "WeldJoint")
+SUPPORTED_JOINTS = (
+    "CustomJoint",
+    "PinJoint",
+    "SliderJoint",
+    "WeldJoint",
+    "UniversalJoint",
+    "GimbalJoint",
+    "BallJoint",
+    "FreeJoint",
+    "PlanarJoint",
+)
 SUPPORTED_MUSCLES = (
     "Thelen2003Muscle",
     "Millard2012EquilibriumMuscle",
@@ -269,7 +279,8 @@ class OsimImport:
         model: the jaxmb model (q = OpenSim's independent coordinates).
         coordinates: every OpenSim coordinate in OpenSim's order (independent and coupled).
         coupled: ``{dependent name: (constraint name, independent name)}``.
-        locked: names of coordinates OpenSim marks locked (they remain coordinates in jaxmb).
+        locked: names of coordinates OpenSim marks locked (held at their default values by the
+            joint map unless read with ``locked="free"``).
         body_frames: ``{OpenSim body: (jaxmb body index, T (4, 4))}`` with ``x_jaxmb = T x_osim``
             for points given in the OpenSim body's frame (m).
         jaxmb_joints: per jaxmb joint, ``"<OpenSim joint>/<axis>"`` (``fixed`` for welds).
@@ -277,6 +288,10 @@ class OsimImport:
         wrap_objects: ``{name: WrapObjectSpec}`` of every body's wrap objects.
         version: the file's OpenSim document version (e.g. 40000, 30000).
         path: the file.
+        left_out: with ``unsupported="warn"``, one message per element not imported.
+        euler_rotations: the rotational coordinates of ball and free joints (body-fixed X-Y-Z
+            Euler angles; OpenSim's generalized speeds there are angular velocities, see
+            :meth:`speeds_from_rates`).
     """
 
     model: Model
@@ -289,6 +304,8 @@ class OsimImport:
     version: int
     path: str
     wrap_objects: dict[str, WrapObjectSpec] = dataclasses.field(default_factory=dict)
+    left_out: tuple[str, ...] = ()
+    euler_rotations: tuple[str, ...] = ()
 
     def point_in_model(self, body: str, location) -> tuple[int, np.ndarray]:
         """``(jaxmb body index, position in that body's frame)`` of a point on an OpenSim body."""
@@ -319,6 +336,74 @@ class OsimImport:
                     xyz.append(f(Q[names.index(c)]))
             loc = jnp.stack(xyz)
         return b, jnp.asarray(T[:3, :3]) @ loc + jnp.asarray(T[:3, 3])
+
+    # ---- OpenSim's generalized speeds (ball and free joints) ---------------------------------
+    def _euler_blocks(self):
+        """Per ball/free joint, the positions in q of its three Euler angles (X, Y, Z)."""
+        names = list(self.model.coordinate_names)
+        by_joint: dict[str, list[int]] = {}
+        for c in self.coordinates:
+            if c.name in self.euler_rotations and c.name in names:
+                by_joint.setdefault(c.joint, []).append(names.index(c.name))
+        for j, idx in by_joint.items():
+            if len(idx) != 3:
+                raise OsimImportError(
+                    f"{self.path}: joint {j!r}: some of its rotations are locked or coupled;"
+                    " OpenSim's speeds there are not defined coordinate by coordinate"
+                )
+        return list(by_joint.values())
+
+    @staticmethod
+    def _euler_rate_matrix(angles, rates):
+        """``E`` with ``ω_F = E θ̇`` (body-fixed X-Y-Z angles, ω in the parent frame F) and
+        ``Ė θ̇``."""
+        a, b = angles[0], angles[1]
+        ca, sa, cb, sb = jnp.cos(a), jnp.sin(a), jnp.cos(b), jnp.sin(b)
+        one, zero = jnp.ones_like(a), jnp.zeros_like(a)
+        x = jnp.stack([one, zero, zero])
+        e2 = jnp.stack([zero, ca, sa])
+        e3 = jnp.stack([sb, -sa * cb, ca * cb])
+        E = jnp.stack([x, e2, e3], axis=1)
+        w1 = rates[0] * x
+        w2 = w1 + rates[1] * e2
+        dE = rates[1] * jnp.cross(w1, e2) + rates[2] * jnp.cross(w2, e3)
+        return E, dE
+
+    def osim_speeds(self, q, qd):
+        """OpenSim's generalized speeds ``u`` (model order) from coordinate rates ``q̇``.
+
+        jaxmb's ``q̇`` are the coordinates' time derivatives everywhere. OpenSim's speeds equal
+        them except at ball and free joints, whose three rotational speeds are the angular
+        velocity of the child frame M in the parent frame F, expressed in F: ``u = E(θ) θ̇`` with
+        ``E = [x, Rx(θ₁) y, Rx(θ₁) Ry(θ₂) z]`` for the body-fixed X-Y-Z angles θ (free joints'
+        translational speeds are the translations' rates in F, as elsewhere).
+        """
+        u = jnp.asarray(qd)
+        for idx in self._euler_blocks():
+            i = jnp.asarray(idx)
+            E, _ = self._euler_rate_matrix(jnp.asarray(q)[i], u[i])
+            u = u.at[i].set(E @ jnp.asarray(qd)[i])
+        return u
+
+    def rates_from_osim_speeds(self, q, u):
+        """Coordinate rates ``q̇`` from OpenSim's speeds ``u`` (inverse of :meth:`osim_speeds`;
+        singular where ``cos θ₂ = 0``, gimbal lock)."""
+        qd = jnp.asarray(u)
+        for idx in self._euler_blocks():
+            i = jnp.asarray(idx)
+            E, _ = self._euler_rate_matrix(jnp.asarray(q)[i], qd[i])
+            qd = qd.at[i].set(jnp.linalg.solve(E, jnp.asarray(u)[i]))
+        return qd
+
+    def osim_accelerations(self, q, qd, qdd):
+        """OpenSim's ``u̇`` from ``q̈`` (e.g. of :func:`jaxmb.forward_dynamics`):
+        ``u̇ = E θ̈ + Ė θ̇`` at ball and free joint rotations, ``q̈`` elsewhere."""
+        ud = jnp.asarray(qdd)
+        for idx in self._euler_blocks():
+            i = jnp.asarray(idx)
+            E, dE = self._euler_rate_matrix(jnp.asarray(q)[i], jnp.asarray(qd)[i])
+            ud = ud.at[i].set(E @ jnp.asarray(qdd)[i] + dE)
+        return ud
 
     @property
     def rotational(self) -> tuple[bool, ...]:
