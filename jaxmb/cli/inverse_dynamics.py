@@ -14,7 +14,7 @@ from ..analyses import newton_euler as ne
 from ..io.setup import run_inverse_dynamics
 from ..plots import plot_joint_loads, plot_trial_columns
 from .common import CliError, output_dir, table
-from .opensim_runs import Progress, add_common_options, enable_cache, setup_errors
+from .opensim_runs import add_common_options, setup_errors, start_run
 
 __all__ = ["add_parser", "run", "JOINT_OF"]
 
@@ -136,11 +136,7 @@ def _joint_loads_files(args, out: Path) -> int:
 
 def opensim_setup(args) -> int:
     """``jaxmb inverse-dynamics SETUP.xml``: write OpenSim's generalized-force .sto and a PNG."""
-    if args.out is not None:
-        output_dir(args.out)
-    say = Progress(args.quiet)
-    if not args.no_cache:
-        say(f"compilation cache: {enable_cache()}")
+    say = start_run(args)
     r = setup_errors(lambda: run_inverse_dynamics(args.data, args.out, progress=say))
     say(f"done: {r.times.shape[0]} frames")
     rows = [

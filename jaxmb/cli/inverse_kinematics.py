@@ -10,8 +10,8 @@ import numpy as np
 
 from ..io.setup import run_inverse_kinematics
 from ..plots import plot_trial_columns
-from .common import output_dir, table
-from .opensim_runs import Progress, add_common_options, enable_cache, setup_errors
+from .common import table
+from .opensim_runs import add_common_options, setup_errors, start_run
 
 __all__ = ["add_parser", "run"]
 
@@ -35,11 +35,7 @@ def add_parser(subparsers):
 
 def run(args) -> int:
     """Run the setup; print the summary and the files written."""
-    if args.out is not None:
-        output_dir(args.out)  # checked before any work
-    say = Progress(args.quiet)
-    if not args.no_cache:
-        say(f"compilation cache: {enable_cache()}")
+    say = start_run(args)
     r = setup_errors(lambda: run_inverse_kinematics(args.setup, args.out, progress=say))
     say(f"done: {r.times.shape[0]} frames")
     res = r.result

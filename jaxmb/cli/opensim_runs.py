@@ -14,9 +14,11 @@ import jax
 from ..io.motion import MotionFileError
 from ..io.osim import OsimImportError
 from ..io.setup import SetupError
-from .common import CliError
+from .common import CliError, output_dir
 
-__all__ = ["cache_dir", "enable_cache", "Progress", "add_common_options", "setup_errors"]
+__all__ = [
+    "cache_dir", "enable_cache", "Progress", "add_common_options", "setup_errors", "start_run",
+]
 
 
 def cache_dir() -> Path:
@@ -76,3 +78,14 @@ def setup_errors(fn):
         return fn()
     except (SetupError, OsimImportError, MotionFileError, OSError) as e:
         raise CliError(str(e).splitlines()[0]) from None
+
+
+def start_run(args) -> Progress:
+    """What every setup command does first: ``--out`` checked before any work, the progress
+    display, and the persistent compilation cache unless ``--no-cache``."""
+    if args.out is not None:
+        output_dir(args.out)
+    say = Progress(args.quiet)
+    if not args.no_cache:
+        say(f"compilation cache: {enable_cache()}")
+    return say
