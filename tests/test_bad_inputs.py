@@ -20,9 +20,19 @@ import jaxmb as mb
 from jaxmb.analyses.gait_data import GaitDataError, read_bmc3d
 from jaxmb.cli import main
 from jaxmb.forces import JointSpring, PointToPointSpring
-from jaxmb.io import MotionFileError, Storage, TRCData, read_c3d, read_storage, read_trc
-from jaxmb.io import write_storage, write_trc
+from jaxmb.io import (
+    MotionFileError,
+    Storage,
+    TRCData,
+    read_c3d,
+    read_storage,
+    read_trc,
+    write_storage,
+    write_trc,
+)
 from jaxmb.io.model_file import ModelFileError, load_model, loads_model, save_model
+from jaxmb.io.osim import OsimImportError, read_osim
+from jaxmb.io.setup import SetupError, read_inverse_dynamics_setup
 from jaxmb.muscles import MuscleParameters
 from jaxmb.muscles.hill import musculoskeletal_rhs
 
@@ -472,3 +482,20 @@ def test_bad_bmc3d_trials_name_the_line(tmp_path, case):
     p.write_text(text)
     with pytest.raises(GaitDataError, match=pattern):
         read_bmc3d(p)
+
+
+@pytest.mark.parametrize("kind", ["osim", "setup"])
+def test_xml_declaring_an_unknown_encoding_is_refused_by_name(tmp_path, kind):
+    """Found by fuzzing: one changed character in ``encoding="UTF-8"`` escaped as LookupError."""
+    src = {
+        "osim": DATA / "osim" / "double_pendulum.osim",
+        "setup": PACKAGE_DATA / "opensim_pipeline" / "gait10dof18musc" / "walk_Setup_ID.xml",
+    }[kind]
+    text = src.read_text()
+    assert 'encoding="UTF-8"' in text
+    p = tmp_path / src.name
+    p.write_text(text.replace('encoding="UTF-8"', 'encoding="UTF-0"', 1))
+    reader, error = {"osim": (read_osim, OsimImportError),
+                     "setup": (read_inverse_dynamics_setup, SetupError)}[kind]
+    with pytest.raises(error, match=re.escape(str(p)) + ".*UTF-0"):
+        reader(p)

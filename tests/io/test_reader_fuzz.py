@@ -1,10 +1,9 @@
 """Hypothesis fuzzing of every file reader jaxmb owns (issue 22): real files, randomly truncated and
 mutated. A reader either raises its documented error type (MotionFileError, ModelFileError,
-GaitDataError) or returns a result that is internally consistent; a truncated file is never read
-silently in part, a deleted data row is always noticed, and nothing hangs (C3D through ezc3d runs
-in a child process with a time limit, since ezc3d loops forever on some truncated files).
-
-The OpenSim importer (``io.osim``) is fuzzed by its own tests.
+GaitDataError, OsimImportError, SetupError) or returns a result that is internally consistent; a
+truncated file is never read silently in part, a deleted data row is always noticed, and nothing
+hangs (C3D through ezc3d runs in a child process with a time limit, since ezc3d loops forever on
+some truncated files).
 """
 
 from __future__ import annotations
@@ -16,15 +15,31 @@ import textwrap
 
 import numpy as np
 import pytest
-from helpers import PACKAGE_DATA, ROOT
+from helpers import DATA, PACKAGE_DATA, ROOT
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import examples
 
 from jaxmb.analyses.gait_data import GaitDataError, read_bmc3d
-from jaxmb.io import MotionFileError, Storage, TRCData, read_storage, read_trc
-from jaxmb.io import write_storage, write_trc
+from jaxmb.io import (
+    MotionFileError,
+    Storage,
+    TRCData,
+    read_storage,
+    read_trc,
+    write_storage,
+    write_trc,
+)
 from jaxmb.io.model_file import ModelFileError, loads_model
+from jaxmb.io.osim import OsimImportError, read_osim
+from jaxmb.io.setup import (
+    SetupError,
+    read_external_loads,
+    read_force_set,
+    read_inverse_dynamics_setup,
+    read_inverse_kinematics_setup,
+    read_static_optimization_setup,
+)
 
 MOT = """Coordinates
 version=1
@@ -262,3 +277,93 @@ def test_c3d_files_truncated_or_mutated(tmp_path):
         timeout=300,
     )
     assert r.returncode == 0 and "done" in r.stdout, r.stderr[-2000:]
+
+
+OSIM_FILES = {p: (DATA / "osim" / p).read_text() for p in ("double_pendulum.osim", "arm26.osim")}
+
+
+def _cut_or_mutate(text: str, data) -> tuple[str, bool]:
+    if data.draw(st.booleans()):
+        return text[: data.draw(st.integers(0, len(text) - 1))], True
+    return _mutate(text, data), False
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(data=st.data())
+def test_osim_files_truncated_or_mutated(tmp_path_factory, data):
+    """A truncated ``.osim`` is refused (it is no longer an XML document); a mutated one is refused
+    with OsimImportError or read into a model whose numbers are finite and whose masses are
+    positive (a mutation may well leave a valid, different model)."""
+    name = data.draw(st.sampled_from(sorted(OSIM_FILES)))
+    text, truncated = _cut_or_mutate(OSIM_FILES[name], data)
+    if truncated and not OSIM_FILES[name][len(text) :].strip():
+        return
+    try:
+        imp = _read(read_osim, tmp_path_factory.mktemp("osim"), text, name)
+    except OsimImportError:
+        return
+    assert not truncated, "a truncated .osim was read"
+    m = imp.model
+    for leaf in (m.mass, m.com, m.inertia, m.gravity, m.axis_d, m.axis_theta, m.d, m.theta):
+        assert np.all(np.isfinite(np.asarray(leaf))), leaf
+    assert np.all(np.asarray(m.mass) >= 0), m.mass
+
+
+PIPELINE = PACKAGE_DATA / "opensim_pipeline" / "gait10dof18musc"
+SETUP_READERS = {
+    "walk_Setup_IK.xml": read_inverse_kinematics_setup,
+    "walk_Setup_ID.xml": read_inverse_dynamics_setup,
+    "walk_Setup_SO.xml": read_static_optimization_setup,
+    "subject01_walk_grf.xml": read_external_loads,
+    "gait10dof_Reserve_Actuators.xml": read_force_set,
+}
+
+
+def _consistent_setup(out):
+    """What a setup reader returns is usable as read: times in order, non-negative finite weights,
+    a positive exponent, tolerance and iteration count. (A file name may be mutated into one that
+    does not exist: a valid setup, refused by the run before any work, not by the reader.)"""
+    if isinstance(out, tuple):  # a force set: actuators with finite, positive optimal forces
+        for a in out:
+            assert np.isfinite(a.optimal_force) and a.optimal_force > 0, a
+        return
+    for field in ("time_range",):
+        if hasattr(out, field):
+            t0, t1 = getattr(out, field)
+            assert t0 <= t1, out  # OpenSim's default when absent is (-inf, inf): the whole file
+    for task in getattr(out, "tasks", ()):
+        assert np.isfinite(task.weight) and task.weight >= 0, task
+    if hasattr(out, "activation_exponent"):
+        assert np.isfinite(out.activation_exponent) and out.activation_exponent > 0, out
+        assert out.convergence_criterion > 0 and out.max_iterations > 0, out
+        assert out.initial_time <= out.final_time and out.step_interval >= 1, out
+
+
+@pytest.fixture(scope="module")
+def pipeline_copy(tmp_path_factory):
+    """The walking trial's files, copied so mutated setups resolve their relative paths."""
+    import shutil
+
+    d = tmp_path_factory.mktemp("pipeline") / "trial"
+    shutil.copytree(PIPELINE, d)
+    return d
+
+
+@pytest.mark.parametrize("name", SETUP_READERS)
+@settings(max_examples=examples(40), deadline=None)
+@given(data=st.data())
+def test_setup_files_truncated_or_mutated(pipeline_copy, name, data):
+    """OpenSim setup, ExternalLoads and force-set files: refused with SetupError or read into a
+    consistent setup; a truncated one is never read."""
+    src = (PIPELINE / name).read_text()
+    text, truncated = _cut_or_mutate(src, data)
+    if truncated and not src[len(text) :].strip():
+        return
+    p = pipeline_copy / f"fuzzed_{name}"
+    p.write_text(text)
+    try:
+        out = SETUP_READERS[name](p)
+    except SetupError:
+        return
+    assert not truncated, "a truncated setup file was read"
+    _consistent_setup(out)

@@ -117,6 +117,8 @@ class OsimDocument:
             root = ET.fromstring(osim_xml(text))
         except ET.ParseError as e:
             raise OsimImportError(f"{self.path}: not valid XML ({e})") from None
+        except (LookupError, UnicodeError) as e:  # the XML declaration names a bad encoding
+            raise OsimImportError(f"{self.path}: not valid XML ({e})") from None
         if root.tag != "OpenSimDocument":
             raise OsimImportError(
                 f"{self.path}: root element is <{root.tag}>, not <OpenSimDocument>"

@@ -51,6 +51,8 @@ class SetupXml:
             p.Parse(self.path.read_bytes(), True)
         except xml.parsers.expat.ExpatError as e:
             raise SetupError(f"{self.path}:{e.lineno}: not well-formed XML ({e})") from None
+        except (LookupError, UnicodeError) as e:  # the XML declaration names a bad encoding
+            raise SetupError(f"{self.path}:1: not well-formed XML ({e})") from None
         self.root = root[0]
 
     def where(self, el: ET.Element) -> str:
