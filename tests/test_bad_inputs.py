@@ -110,6 +110,60 @@ def test_simulate_batch_names_the_bad_member():
         mb.simulate_batch(CHAIN, jnp.zeros((2, 3)), qd0, 1.0)
 
 
+def _decay(t, y):
+    return -y
+
+
+ERK_CASES = {
+    "rtol negative": (dict(rtol=-1e-6), r"erk_solve: rtol must be a positive number, got -1e-06"),
+    "atol nan": (dict(atol=float("nan")), r"erk_solve: atol must be a positive number, got nan"),
+    "t1 before t0": (dict(t0=1.0, t1=0.0), r"erk_solve: need finite times t0 < t1 \(s\), got t0=1.0, t1=0.0"),
+    "t1 infinite": (dict(t1=float("inf")), r"erk_solve: need finite times t0 < t1"),
+    "y0 nan": (dict(y0=jnp.ones(3).at[1].set(jnp.nan)), r"erk_solve: the initial state y0\[1\] = nan"),
+    "y0 2-D": (dict(y0=jnp.ones((3, 2))), r"erk_solve: y0 must be a flat state of shape \(n,\), got \(3, 2\)"),
+    "max_steps zero": (dict(max_steps=0), r"erk_solve: max_steps must be a positive integer, got 0"),
+    "safety above 1": (dict(safety=2.0), r"erk_solve: need 0 < safety ≤ 1 .* safety=2.0"),
+    "factormax below 1": (dict(factormax=0.5), r"erk_solve: need .*factormax=0.5"),
+}
+
+
+@pytest.mark.parametrize("case", ERK_CASES)
+def test_erk_solve_arguments_are_checked(case):
+    kw = dict(ERK_CASES[case][0])
+    y0, t0, t1 = kw.pop("y0", jnp.ones(3)), kw.pop("t0", 0.0), kw.pop("t1", 1.0)
+    with pytest.raises(ValueError, match=ERK_CASES[case][1]):
+        mb.erk_solve(_decay, y0, t0, t1, **kw)
+
+
+def test_erk_solve_reports_a_nan_right_hand_side_as_not_ok():
+    r = mb.erk_solve(lambda t, y: y * jnp.nan, jnp.ones(3), 0.0, 1.0, max_steps=50)
+    assert not bool(r.ok) and float(r.t) < 1.0
+
+
+Z34 = jnp.zeros((3, 4))
+RK4_CASES = {
+    "dt negative": ((Z34, Z34, -0.01, 10), r"batched_rk4: the step dt must be a positive number of seconds, got -0.01"),
+    "dt nan": ((Z34, Z34, float("nan"), 10), r"batched_rk4: the step dt .* got nan"),
+    "num_steps negative": ((Z34, Z34, 0.01, -3), r"batched_rk4: num_steps must be an integer ≥ 0, got -3"),
+    "q0 nan": ((Z34.at[2, 1].set(jnp.nan), Z34, 0.01, 10), r"batched_rk4: the initial state q0\[2, 1\] \(joint2\) = nan"),
+    "q0 wrong nq": ((jnp.zeros((4, 4)), jnp.zeros((4, 4)), 0.01, 10), r"shape \(nq=3, B\)"),
+}
+
+
+@pytest.mark.parametrize("case", RK4_CASES)
+def test_batched_rk4_arguments_are_checked(case):
+    args, pattern = RK4_CASES[case]
+    with pytest.raises(ValueError, match=pattern):
+        mb.batched_rk4(CHAIN, *args)
+
+
+def test_checked_integrators_still_trace():
+    y = jax.jit(lambda y0: mb.erk_solve(_decay, y0, 0.0, 1.0, rtol=1e-10, atol=1e-10).y1)(jnp.ones(3))
+    np.testing.assert_allclose(y, np.exp(-1.0) * np.ones(3), rtol=1e-8)
+    q, _ = jax.jit(lambda q0: mb.batched_rk4(CHAIN, q0, jnp.zeros_like(q0), 0.01, 2))(Z34)
+    assert q.shape == (3, 4) and bool(jnp.all(jnp.isfinite(q)))
+
+
 # --------------------------------------------------------------------------------------------
 # muscles: physical parameters, force sharing's arguments
 # --------------------------------------------------------------------------------------------

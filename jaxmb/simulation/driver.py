@@ -34,7 +34,7 @@ from jaxtyping import Array, Float
 
 from ..dynamics import batched_forward_dynamics, try_forward_dynamics
 from ..model import Model
-from .checks import check_max_steps, check_run_arguments
+from .checks import check_max_steps, check_run_arguments, check_time_span
 from .routes import PREMODEL_TOL, choose_route
 
 __all__ = [
@@ -538,6 +538,16 @@ def erk_solve(
     del unroll
     if method not in _EXPLICIT:
         raise ValueError(f"erk_solve: unknown method {method!r}; choose one of {tuple(_EXPLICIT)}")
+    if jnp.ndim(y0) != 1:
+        raise ValueError(f"erk_solve: y0 must be a flat state of shape (n,), got {jnp.shape(y0)}")
+    check_time_span(t0, t1, "erk_solve")
+    check_max_steps(max_steps, "erk_solve")
+    check_run_arguments(y0, (), rtol, atol, None, None, where="erk_solve", names=("y0", "qd0"))
+    if not (0 < safety <= 1 and 0 < factormin < 1 < factormax):
+        raise ValueError(
+            "erk_solve: need 0 < safety ≤ 1 and 0 < factormin < 1 < factormax, got "
+            f"safety={safety}, factormin={factormin}, factormax={factormax}"
+        )
     return _erk_solve(
         rhs, jnp.asarray(y0, dtype=float), t0, t1, rtol, atol, safety, factormin, factormax,
         method=method, max_steps=int(max_steps),
@@ -607,6 +617,13 @@ def batched_rk4(
     Time starts at 0; steps end exactly at ``k dt`` (``diffrax.StepTo``), so time-dependent force
     elements see ``t = k dt`` (+ dt/2 at the midpoints).
     """
+    check_run_arguments(
+        q0, qd0, 1.0, 1.0, None, None, model.coordinate_names, where="batched_rk4", coordinate_axis=0
+    )
+    if not isinstance(dt, jax.core.Tracer) and not (np.isfinite(dt) and dt > 0):
+        raise ValueError(f"batched_rk4: the step dt must be a positive number of seconds, got {dt!r}")
+    if isinstance(num_steps, bool) or not isinstance(num_steps, int | np.integer) or num_steps < 0:
+        raise ValueError(f"batched_rk4: num_steps must be an integer ≥ 0, got {num_steps!r}")
     if num_steps == 0:
         return q0, qd0
 
