@@ -33,6 +33,7 @@ from jaxtyping import Array, Float
 
 from ..model import Model, ModelError
 from .batch import resolve_where
+from .checks import check_max_steps, check_run_arguments
 from .driver import ode_rhs
 
 __all__ = [
@@ -214,6 +215,41 @@ def _as_tuple(x, several: bool):
     return tuple(x) if several else (x,)
 
 
+def _check_fit_arguments(model, data, max_iter, learning_rate, gtol, ftol, rtol, atol, max_steps):
+    """The initial state's shape and values, the measurements' finiteness (a gap in measured data
+    would make the loss NaN and stop the optimizer at its first step) and the optimizer's
+    settings, named where they are wrong."""
+    for name in ("q0", "qd0"):
+        shape = tuple(np.shape(getattr(data, name)))
+        if shape != (model.nq,):
+            raise ModelError(
+                f"identify: data.{name} must have shape (nq,) = ({model.nq},) for model "
+                f"{model.name!r}, got {shape}"
+            )
+    check_run_arguments(
+        data.q0, data.qd0, rtol, atol, None, None, model.coordinate_names, where="identify",
+        names=("data.q0", "data.qd0"),
+    )  # fmt: skip
+    check_max_steps(max_steps, "identify")
+    check_max_steps(max_iter, "identify", "max_iter")
+    q = np.asarray(data.q, dtype=float)
+    bad = np.argwhere(~np.isfinite(q))
+    if bad.size:
+        i, j = (int(k) for k in bad[0])
+        raise ModelError(
+            f"identify: data.q[{i}, {j}] (t = {float(np.asarray(data.ts)[i])} s) = {q[i, j]} is "
+            f"not finite ({len(bad)} non-finite samples); drop or fill the gaps before fitting"
+        )
+    noise = np.asarray(data.noise_std, dtype=float)
+    if not np.all(np.isfinite(noise) & (noise > 0)):
+        raise ModelError(f"identify: data.noise_std must be positive, got {data.noise_std!r}")
+    if not (np.isfinite(learning_rate) and learning_rate > 0):
+        raise ValueError(f"identify: learning_rate must be positive, got {learning_rate!r}")
+    for name, v in (("gtol", gtol), ("ftol", ftol)):
+        if not (np.isfinite(v) and v >= 0):
+            raise ValueError(f"identify: {name} must be a non-negative number, got {v!r}")
+
+
 def identify(
     model: Model,
     params_where,
@@ -304,6 +340,7 @@ def identify(
     ts = np.asarray(data.ts)
     if ts.ndim != 1 or ts.size < 2 or np.any(np.diff(ts) <= 0):
         raise ModelError("identify: data.ts must be a strictly increasing 1-D array of times")
+    _check_fit_arguments(model, data, max_iter, learning_rate, gtol, ftol, rtol, atol, max_steps)
     observed = tuple(range(model.nq)) if data.observed is None else tuple(data.observed)
     if observe is not None:
         q_try = jnp.zeros((ts.size, model.nq)) + jnp.asarray(data.q0)

@@ -128,3 +128,31 @@ def test_andrews_spring_stiffness_and_body_mass_lbfgs():
     print(f"andrews: c0 {c0_fit:.6g} (true {c0:.6g}), m3 {m3_fit:.6g} (true {m3:.6g})")
     assert abs(c0_fit / c0 - 1) < 0.01
     assert abs(m3_fit / m3 - 1) < 0.01
+
+
+def test_identify_names_bad_data_and_settings():
+    """Issue 22: a gap (NaN) in the measurements, a wrongly sized or non-finite initial state and
+    non-physical optimizer settings are refused before anything compiles, each named."""
+    m = double_pendulum()
+    ts = jnp.linspace(0, 1, 5)
+    z = jnp.zeros(2)
+
+    def data(q=None, q0=z, qd0=z, noise=1.0):
+        q = jnp.zeros((5, 2)) if q is None else q
+        return Observations(ts=ts, q=q, q0=q0, qd0=qd0, noise_std=noise)
+
+    cases = [
+        (dict(data=data(q=jnp.zeros((5, 2)).at[3, 1].set(jnp.nan))),
+         ModelError, r"data.q\[3, 1\] \(t = 0.75 s\) = nan is not finite"),
+        (dict(data=data(q0=jnp.zeros(3))), ModelError, r"data.q0 must have shape \(nq,\) = \(2,\)"),
+        (dict(data=data(qd0=z.at[0].set(jnp.inf))), ValueError, r"initial state data.qd0\[0\] .* = inf"),
+        (dict(data=data(noise=0.0)), ModelError, r"noise_std must be positive, got 0.0"),
+        (dict(data=data(), max_iter=0), ValueError, r"max_iter must be a positive integer, got 0"),
+        (dict(data=data(), rtol=-1.0), ValueError, r"identify: rtol must be a positive number"),
+        (dict(data=data(), learning_rate=-0.1), ValueError, r"learning_rate must be positive"),
+        (dict(data=data(), gtol=float("nan")), ValueError, r"gtol must be a non-negative number"),
+    ]
+    for kw, error, pattern in cases:
+        kw = dict(kw)
+        with pytest.raises(error, match=pattern):
+            identify(m, lambda m: m.mass, kw.pop("data"), **kw)
