@@ -31,6 +31,7 @@ from .gait import (
 from .inverse_kinematics import (
     InverseKinematicsResult,
     bounds_of,
+    marker_jacobian,
     marker_positions,
     solve_inverse_kinematics,
 )

@@ -35,7 +35,7 @@ from jaxtyping import Array, Float
 
 __all__ = ["StaticOptimizationResult", "solve_static_optimization", "so_frame"]
 
-_STEPS = 2.0 ** -jnp.arange(0, 41)
+_STEPS = 2.0 ** -np.arange(0, 41)  # numpy: no JAX backend start at import
 
 
 def _psi(y, p):
@@ -81,7 +81,7 @@ def so_frame(A, b, lower, upper, p=2.0, iterations: int = 40):
         Hf = (A * dfull[None, :]) @ A.T
         rel = jnp.minimum(1.0, jnp.max(jnp.abs(g)) / (jnp.max(jnp.abs(b)) + 1e-300))
         delta = jnp.linalg.solve(H + 1e-9 * rel * Hf + tiny * eye, g)
-        steps = _STEPS.astype(A.dtype)
+        steps = jnp.asarray(_STEPS, dtype=A.dtype)
         vals = jax.vmap(lambda t: dual(lam + t * delta))(steps)
         resn = jax.vmap(lambda t: jnp.max(jnp.abs(b - A @ x_of(lam + t * delta)[0])))(steps)
         d0, r0 = dual(lam), jnp.max(jnp.abs(g))

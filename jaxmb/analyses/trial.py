@@ -46,7 +46,8 @@ class Frame(eqx.Module):
 
     def __init__(self, body: int = -1, T=None):
         self.body = int(body)
-        self.T = jnp.eye(4) if T is None else jnp.asarray(T, dtype=float)
+        # numpy for the identity: GROUND is built at import, which must not start JAX's backend
+        self.T = np.eye(4) if T is None else jnp.asarray(T, dtype=float)
 
     def pose(self, kin) -> Float[Array, "4 4"]:
         """The frame's pose in ground at the configuration of ``kin``."""
@@ -101,10 +102,13 @@ def _load_q(model: Model, kin, load: ExternalLoad, k) -> Float[Array, " nq"]:
 
 
 def external_generalized_forces(
-    model: Model, q: Float[Array, " nq"], loads: Sequence[ExternalLoad], k
+    model: Model, q: Float[Array, " nq"], loads: Sequence[ExternalLoad], k, kin=None
 ) -> Float[Array, " nq"]:
-    """Σ generalized forces (nq,) of ``loads`` at frame index ``k`` and configuration q."""
-    kin = tree_kinematics(model, q)
+    """Σ generalized forces (nq,) of ``loads`` at frame index ``k`` and configuration q.
+    ``kin``: the :func:`~jaxmb.kinematics.tree_kinematics` of q when the caller has it (each
+    kinematics pass traced is seconds of compile time on a model with spline joints)."""
+    if kin is None:
+        kin = tree_kinematics(model, q)
     Q = jnp.zeros(model.nq, dtype=kin.A.dtype)
     for load in loads:
         Q = Q + _load_q(model, kin, load, k)

@@ -419,6 +419,9 @@ def read_trc(path: str | Path) -> TRCData:
         if not ln.strip():
             continue
         fields = ln.rstrip("\r\n").split("\t")
+        # OpenSim and many exporters end each data row with a tab: one empty field, not data
+        if len(fields) == width + 1 and not fields[-1].strip():
+            fields.pop()
         if len(fields) != width:
             raise MotionFileError(
                 f"{path}, line {j}: {len(fields)} fields, expected {width} (Frame#, Time and"

@@ -140,7 +140,9 @@ def run_inverse_kinematics(setup_path, out=None, *, write: bool = True, progress
     res = InverseKinematicsResult(
         *(
             pick(np.asarray(getattr(r, f)), np.asarray(getattr(r2, f)))
-            for f in ("q", "total_squared_error", "rms_error", "max_error", "marker_errors")
+            for f in (
+                "q", "total_squared_error", "rms_error", "max_error", "marker_errors", "converged"
+            )
         )
     )
     secs = _time.perf_counter() - t_start

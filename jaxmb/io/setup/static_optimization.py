@@ -21,6 +21,7 @@ from ...analyses import (
     so_frame,
     trial_inverse_dynamics,
 )
+from ...kinematics import tree_kinematics
 from ...muscles import lengths_and_moment_arms
 from ..motion import Storage, write_storage
 from ..osim import OsimImport, model_with_muscles, read_osim
@@ -68,8 +69,10 @@ def _frame_matrix(model, prob: SOProblem, q, u, L, R):
         E = E.at[jnp.asarray(prob.coord_index), jnp.arange(len(prob.coord_index))].set(1.0)
         cols.append(E * prob.coord_force[None, :])
         f.append(prob.coord_force)
+    # one kinematics pass for every point/torque actuator (not one each: tracing it is costly)
+    kin = tree_kinematics(model, q) if prob.body_loads else None
     for loads in prob.body_loads:
-        cols.append(external_generalized_forces(model, q, loads, 0)[:, None])
+        cols.append(external_generalized_forces(model, q, loads, 0, kin)[:, None])
         f.append(jnp.ones(1))
     return jnp.concatenate(cols, axis=1), jnp.concatenate(f)
 
