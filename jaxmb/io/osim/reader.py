@@ -23,7 +23,9 @@ map. Massless bodies have no inertia (Simbody stores inertia per unit mass), as 
 
 CoordinateCouplerConstraints are folded into the joint map: a dependent coordinate is
 ``scale · g(independent)``, so the model's q are OpenSim's independent coordinates, in OpenSim's
-order, with OpenSim's names. Locked coordinates stay coordinates and are listed in
+order, with OpenSim's names. Weld, Point, PointOnLine and ConstantDistance constraints close loops:
+:func:`~jaxmb.io.osim.loops.closed_loops` makes as many coordinates dependent as they have
+equations, solved by Newton inside JAX (an :class:`~jaxmb.joint_maps.ImplicitMap`). Locked coordinates stay coordinates and are listed in
 :attr:`OsimImport.locked`. Anything else (another joint type, a function type jaxmb cannot evaluate,
 another constraint type, a reversed joint, a multivariate coupling) raises :class:`OsimImportError`
 naming the element and its type.
@@ -55,6 +57,7 @@ from ...math import AbstractFunction, Constant
 from ...model import PRISMATIC, REVOLUTE, Body, Model, ModelError, build_model
 from .document import JointSpec, OsimDocument
 from .forces import osim_forces
+from .loops import closed_loops
 from .muscles import model_with_muscles, path_set
 from .xml import (
     MuscleSpec,
@@ -168,6 +171,9 @@ def read_osim(
     resolved = {cnames[i] for i in independent + held}
     coupling_order = []
     todo = list(couplings)
+    frames = P.frame_constraints()
+    if frames:  # every coupling is one more equation of the loops' implicit map
+        coupling_order, todo = todo, []
     while todo:
         ready = [c for c in todo if c[2] in resolved]
         if not ready:
@@ -310,6 +316,9 @@ def read_osim(
     # build_model rejects point masses (mass > 0, zero inertia) which OpenSim allows: it validated
     # placeholders above; the bodies' real inertias (checked in OsimDocument.bodies) go in here.
     model = eqx.tree_at(lambda m: m.inertia, model, jnp.asarray(np.stack(inertias)))
+    loop_dependent: dict[str, str] = {}
+    if frames:
+        model, loop_dependent = closed_loops(P, model, frames, coupling_order, cnames, coords, body_frames)
     euler = {c.name for j in joints if j.type in ("BallJoint", "FreeJoint") for c in j.coordinates[:3]}
     coupled = {c[1]: (c[0], c[2]) for c in coupling_order}
     imp = OsimImport(
@@ -319,6 +328,7 @@ def read_osim(
         locked=tuple(c.name for c in coords if c.locked),
         left_out=tuple(left_out),
         euler_rotations=tuple(c.name for c in coords if c.name in euler),
+        constrained=loop_dependent,
         body_frames={k: v for k, v in body_frames.items()},
         jaxmb_joints=tuple(labels),
         muscles=P.muscles(),
