@@ -36,6 +36,7 @@ MODELS = {
     "leg6dof9musc": ("leg6dof9musc.osim", ()),
     "MoBL_ARMS": ("MoBL_ARMS_module6_7_CMC.osim", ("clavphant", "scapphant", "humphant", "humphant1")),
     "joints_and_forces": ("joints_and_forces.osim", ()),
+    "closed_loops": ("closed_loops.osim", ()),
     **{
         p.stem: (f"zoo/{p.name}", ())
         for p in sorted((DATA / "zoo").glob("*.osim"), key=lambda p: p.name.lower())
