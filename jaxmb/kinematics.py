@@ -39,6 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .joint_maps.coordinate_functions import coupling_argument
 from .math import matcalc
 from .model import Model, ModelError, check_coordinate_vectors
 
@@ -593,7 +594,8 @@ class FrameConstraints:
         nb = A.shape[0]
         i1 = np.asarray([b if b >= 0 else nb for b, _ in self.bodies], dtype=int)
         i2 = np.asarray([b if b >= 0 else nb for _, b in self.bodies], dtype=int)
-        return _bmm(Ag[i1], params["X1"].astype(A.dtype)), _bmm(Ag[i2], params["X2"].astype(A.dtype))
+        X1, X2 = params["X1"].astype(A.dtype), params["X2"].astype(A.dtype)
+        return _bmm(Ag[i1], X1), _bmm(Ag[i2], X2)
 
     def __call__(self, Q: Float[Array, " nQ"], q, params) -> Float[Array, " m"]:
         rows = []
@@ -606,12 +608,13 @@ class FrameConstraints:
                     rows.append(dp)
                 if kind == "weld":
                     S = R1.T @ R2
-                    rows.append(0.5 * jnp.stack([S[2, 1] - S[1, 2], S[0, 2] - S[2, 0], S[1, 0] - S[0, 1]]))
+                    vee = jnp.stack([S[2, 1] - S[1, 2], S[0, 2] - S[2, 0], S[1, 0] - S[0, 1]])
+                    rows.append(0.5 * vee)
                 elif kind == "point_on_line":
                     rows.append(jnp.stack([dp @ R1[:, 1], dp @ R1[:, 2]]))
                 elif kind == "distance":
                     rows.append(jnp.sqrt(dp @ dp)[None] - params["value"][k])
         for c, (d, s) in enumerate(zip(self.coupled, self.coupling_sources, strict=True)):
             g = params["couplings"][c]
-            rows.append((Q[d] - params["scales"][c] * g(Q[s]))[None])
+            rows.append((Q[d] - params["scales"][c] * g(coupling_argument(Q, s)))[None])
         return jnp.concatenate(rows)

@@ -38,7 +38,8 @@ class OsimJointMap(AbstractJointMap):
         functions: per jaxmb joint, the OpenSim function of its TransformAxis (traced leaves).
         sources: per jaxmb joint, the index of its coordinate in ``Q`` (static).
         coupling_functions, coupling_scales: per coupled coordinate, ``g`` and ``scale``.
-        coupled, coupling_sources: their indices in ``Q`` and those of their independent coordinate.
+        coupled, coupling_sources: their indices in ``Q`` and those of their independent coordinate
+            (a tuple of indices for a function of several, e.g. a MultivariatePolynomialFunction).
         independent: the indices of q in ``Q``.
         nfull: number of OpenSim coordinates.
         held, held_values: indices in ``Q`` of the locked coordinates (static) and their values.
@@ -73,7 +74,7 @@ class OsimJointMap(AbstractJointMap):
         for k, (d, s, g) in enumerate(
             zip(self.coupled, self.coupling_sources, self.coupling_functions, strict=True)
         ):
-            Q = Q.at[d].set(self.coupling_scales[k] * g(Q[s]))
+            Q = Q.at[d].set(self.coupling_scales[k] * g(coupling_argument(Q, s)))
         return Q
 
     def __call__(self, q):
@@ -105,6 +106,11 @@ class OsimJointMap(AbstractJointMap):
         return jnp.stack(
             [g(Q[s] if s >= 0 else zero) for g, s in zip(self.functions, self.sources, strict=True)]
         )
+
+
+def coupling_argument(Q: Float[Array, " nfull"], source: int | tuple[int, ...]):
+    """The argument of a coupling function: ``Q[source]``, a vector for several coordinates."""
+    return Q[source] if isinstance(source, int) else Q[jnp.asarray(source, dtype=int)]
 
 
 @dataclasses.dataclass(frozen=True)

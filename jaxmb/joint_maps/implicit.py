@@ -163,11 +163,14 @@ class ImplicitMap(AbstractJointMap):
         if self.continuation < 0:
             raise ValueError(f"ImplicitMap: continuation must be >= 0, got {continuation}")
         if self.continuation and reference_q is None:
-            raise ValueError("ImplicitMap: continuation needs reference_q (where `reference` holds)")
+            raise ValueError(
+                "ImplicitMap: continuation needs reference_q (where `reference` holds)"
+            )
         self.reference_q = None if reference_q is None else jnp.asarray(reference_q, dtype=float)
         if self.reference_q is not None and self.reference_q.shape != (self.nq,):
             raise ValueError(
-                f"ImplicitMap: reference_q has shape {self.reference_q.shape}, expected ({self.nq},)"
+                f"ImplicitMap: reference_q has shape {self.reference_q.shape},"
+                f" expected ({self.nq},)"
             )
 
     def replace(self, **changes) -> ImplicitMap:

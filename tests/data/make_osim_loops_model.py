@@ -11,6 +11,14 @@ assembles without moving anything):
 - a free body with a pinned link (7 coordinates) whose link is welded to a ground frame rotated
   and translated, a ``WeldConstraint`` between offset frames (6 equations).
 
+It also writes ``tests/data/osim/coupler_of_two.osim``: a three-link arm whose third joint angle is
+a ``MultivariatePolynomialFunction`` (dimension 2, order 2) of the first two, a
+``CoordinateCouplerConstraint`` of several independent coordinates; ``closed_loops.osim`` has a
+coupler of one coordinate (a cubic) on an extra link, solved with the loops there. OpenSim 4.6's
+MultivariatePolynomialFunction has no second derivatives (``getMaxDerivativeOrder()`` is 1, and
+``calcDerivative([0, 1])`` returns the first derivative), so OpenSim's accelerations of
+``coupler_of_two`` are right only at zero speeds, where the coupling's curvature does not enter.
+
 Run from the repository root: ``python tests/data/make_osim_loops_model.py``.
 """
 
@@ -22,6 +30,53 @@ import numpy as np
 import opensim as osim
 
 OUT = Path(__file__).parent / "osim" / "closed_loops.osim"
+OUT_COUPLER = Path(__file__).parent / "osim" / "coupler_of_two.osim"
+# 1, y, y², x, xy, x² for (x, y) = (first, second independent coordinate): OpenSim's term order
+COUPLER_COEFFICIENTS = (0.1, 0.5, -0.2, 0.3, 0.25, 0.15)
+
+
+def add_coupled_link(m, parent, name, independent):
+    """A link on a pin joint whose angle is a polynomial of the ``independent`` coordinates."""
+    b = osim.Body(name, 0.4, v(0.1, 0.0, 0.0), osim.Inertia(0.001, 0.004, 0.004, 0, 0, 0))
+    m.addBody(b)
+    j = osim.PinJoint(f"{name}_pin", parent, v(0.2, 0.0, 0.0), v(0.0, 0.2, 0.0),
+                      b, v(0.0, 0.0, 0.0), v(0.0, 0.0, 0.0))
+    m.addJoint(j)
+    if len(independent) == 1:  # a cubic of one coordinate
+        f = osim.PolynomialFunction(osim.Vector([0.2, -0.3, 0.5, 0.1]))
+    else:
+        f = osim.MultivariatePolynomialFunction()
+        f.set_dimension(2)
+        f.set_order(2)
+        f.setCoefficients(osim.Vector(list(COUPLER_COEFFICIENTS)))
+    c = osim.CoordinateCouplerConstraint()
+    c.setName(f"{name}_coupler")
+    names = osim.ArrayStr()
+    for n in independent:
+        names.append(n)
+    c.setIndependentCoordinateNames(names)
+    c.setDependentCoordinateName(f"{name}_pin_coord_0")
+    c.setFunction(f)
+    m.addConstraint(c)
+    return j
+
+
+def coupler_model():
+    m = osim.Model()
+    m.setName("coupler_of_two")
+    g = m.getGround()
+    prev = g
+    for k in range(2):
+        b = osim.Body(f"seg{k}", 1.0 - 0.2 * k, v(0.1, -0.05, 0.0),
+                      osim.Inertia(0.003, 0.01, 0.01, 0.0, 0.0, 0.001))
+        m.addBody(b)
+        m.addJoint(osim.PinJoint(f"pin{k}", prev, v(0.3 * k, 0.5 * (k == 0), 0.0),
+                                 v(0.1 * k, 0.0, 0.2), b, v(0.0, 0.0, 0.0), v(0.0, 0.0, 0.0)))
+        prev = b
+    add_coupled_link(m, prev, "tip", ["pin0_coord_0", "pin1_coord_0"])
+    m.finalizeConnections()
+    m.initSystem()
+    m.printToXML(str(OUT_COUPLER))
 
 
 def v(*x):
@@ -46,27 +101,53 @@ def main():
     fb = body("floater", 2.0, (0.0, 0.05, 0.0), (0.03, 0.04, 0.05, 0.002, 0.0, 0.001))
     fl = body("flap", 0.5, (0.0, -0.1, 0.0), (0.003, 0.001, 0.003, 0.0, 0.0, 0.0))
     joints = [
-        osim.GimbalJoint("shoulder", g, v(0.0, 1.0, 0.0), v(0.1, 0.0, 0.2),
-                         a1, v(0.0, 0.1, 0.0), v(0.0, 0.0, 0.0)),
-        osim.PinJoint("elbow", a1, v(0.0, -0.4, 0.0), v(0.3, 0.1, 0.0),
-                      a2, v(0.0, 0.05, 0.0), v(0.0, 0.0, 0.0)),
-        osim.PinJoint("hip", g, v(1.0, 0.5, 0.0), v(0.0, 0.0, 0.0),
-                      l1, v(0.0, 0.0, 0.0), v(0.0, 0.0, 0.0)),
-        osim.PinJoint("knee", l1, v(0.3, 0.0, 0.0), v(0.0, 0.0, 0.0),
-                      l2, v(0.0, 0.0, 0.0), v(0.0, 0.0, 0.0)),
-        osim.FreeJoint("float", g, v(-1.0, 0.8, 0.3), v(0.0, 0.0, 0.0),
-                       fb, v(0.0, 0.0, 0.0), v(0.0, 0.0, 0.0)),
-        osim.PinJoint("hinge", fb, v(0.1, -0.1, 0.0), v(0.0, 0.3, 0.0),
-                      fl, v(0.0, 0.1, 0.0), v(0.0, 0.0, 0.0)),
+        osim.GimbalJoint(
+            "shoulder",
+            g,
+            v(0.0, 1.0, 0.0),
+            v(0.1, 0.0, 0.2),
+            a1,
+            v(0.0, 0.1, 0.0),
+            v(0.0, 0.0, 0.0),
+        ),
+        osim.PinJoint(
+            "elbow",
+            a1,
+            v(0.0, -0.4, 0.0),
+            v(0.3, 0.1, 0.0),
+            a2,
+            v(0.0, 0.05, 0.0),
+            v(0.0, 0.0, 0.0),
+        ),
+        osim.PinJoint(
+            "hip", g, v(1.0, 0.5, 0.0), v(0.0, 0.0, 0.0), l1, v(0.0, 0.0, 0.0), v(0.0, 0.0, 0.0)
+        ),
+        osim.PinJoint(
+            "knee", l1, v(0.3, 0.0, 0.0), v(0.0, 0.0, 0.0), l2, v(0.0, 0.0, 0.0), v(0.0, 0.0, 0.0)
+        ),
+        osim.FreeJoint(
+            "float", g, v(-1.0, 0.8, 0.3), v(0.0, 0.0, 0.0), fb, v(0.0, 0.0, 0.0), v(0.0, 0.0, 0.0)
+        ),
+        osim.PinJoint(
+            "hinge", fb, v(0.1, -0.1, 0.0), v(0.0, 0.3, 0.0), fl, v(0.0, 0.1, 0.0), v(0.0, 0.0, 0.0)
+        ),
     ]
     for j in joints:
         m.addJoint(j)
     cs = m.updCoordinateSet()
     defaults = {
-        "shoulder_coord_0": 0.3, "shoulder_coord_1": -0.2, "shoulder_coord_2": 0.4,
-        "elbow_coord_0": 0.8, "hip_coord_0": -0.5, "knee_coord_0": 1.1,
-        "float_coord_0": 0.2, "float_coord_1": -0.3, "float_coord_2": 0.1,
-        "float_coord_3": 0.05, "float_coord_4": -0.02, "float_coord_5": 0.1,
+        "shoulder_coord_0": 0.3,
+        "shoulder_coord_1": -0.2,
+        "shoulder_coord_2": 0.4,
+        "elbow_coord_0": 0.8,
+        "hip_coord_0": -0.5,
+        "knee_coord_0": 1.1,
+        "float_coord_0": 0.2,
+        "float_coord_1": -0.3,
+        "float_coord_2": 0.1,
+        "float_coord_3": 0.05,
+        "float_coord_4": -0.02,
+        "float_coord_5": 0.1,
         "hinge_coord_0": 0.6,
     }
     for i in range(cs.getSize()):
@@ -103,6 +184,7 @@ def main():
     weld.connectSocket_frame1(ground_frame)
     weld.connectSocket_frame2(flap_frame)
     m.addConstraint(weld)
+    add_coupled_link(m, l2, "toe", ["hip_coord_0"])
     m.finalizeConnections()
     m.initSystem()
     m.printToXML(str(OUT))
@@ -110,3 +192,4 @@ def main():
 
 if __name__ == "__main__":
     main()
+    coupler_model()

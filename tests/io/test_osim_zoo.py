@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from helpers import DATA
-from reference.opensim_zoo import MODELS, jaxmb_errors, loop_independent, opensim_reference
+from reference.opensim_zoo import MODELS, jaxmb_errors, loop_independent, model_speed, opensim_reference
 
 import jaxmb as mb
 from jaxmb.io.osim import OsimImportError, read_osim
@@ -55,7 +55,7 @@ def test_matches_opensim(key):
     pytest.importorskip("opensim")
     fname, phantoms = MODELS[key]
     ref = opensim_reference(
-        OSIM / fname, phantoms, n_poses=2, seed=20,
+        OSIM / fname, phantoms, n_poses=2, seed=20, speed=model_speed(key),
         independent=loop_independent(OSIM / fname, phantoms),
     )
     out = jaxmb_errors(OSIM / fname, phantoms, ref)

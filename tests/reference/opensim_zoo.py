@@ -37,11 +37,22 @@ MODELS = {
     "MoBL_ARMS": ("MoBL_ARMS_module6_7_CMC.osim", ("clavphant", "scapphant", "humphant", "humphant1")),
     "joints_and_forces": ("joints_and_forces.osim", ()),
     "closed_loops": ("closed_loops.osim", ()),
+    "coupler_of_two": ("coupler_of_two.osim", ()),
     **{
         p.stem: (f"zoo/{p.name}", ())
         for p in sorted((DATA / "zoo").glob("*.osim"), key=lambda p: p.name.lower())
     },
 }
+
+# OpenSim 4.6's MultivariatePolynomialFunction returns first derivatives where Simbody asks for
+# second ones, so its coupler's acceleration constraint is wrong at nonzero speeds: compared at
+# zero speeds (gravity, M and the coupling's Jacobian; the curvature is checked without OpenSim).
+ZERO_SPEEDS = {"coupler_of_two": "OpenSim's MultivariatePolynomialFunction has no 2nd derivative"}
+
+
+def model_speed(key: str) -> float:
+    """The range of random speeds for ``key``'s comparison (0 where OpenSim's are wrong)."""
+    return 0.0 if key in ZERO_SPEEDS else 1.0
 
 
 # --------------------------------------------------------------------------------------------

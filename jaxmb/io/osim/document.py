@@ -23,8 +23,8 @@ import numpy as np
 from ...math import AbstractFunction, Constant, LinearFunction, UnsupportedFunctionError
 from .functions import parse_function
 from .xml import (
+    FRAME_CONSTRAINTS,
     SUPPORTED_JOINTS,
-    FrameConstraintSpec,
     MuscleSpec,
     OsimCoordinate,
     OsimImportError,
@@ -42,21 +42,6 @@ from .xml import (
 
 __all__ = ["OsimDocument", "JointSpec", "TransformAxisSpec", "osim_xml", "JOINT_AXES"]
 
-#: OpenSim's constraints between body frames, read as :class:`FrameConstraintSpec` kinds.
-FRAME_CONSTRAINTS = {
-    "WeldConstraint": "weld",
-    "PointConstraint": "point",
-    "PointOnLineConstraint": "point_on_line",
-    "ConstantDistanceConstraint": "distance",
-}
-
-
-def _frame_with_x(d: np.ndarray) -> np.ndarray:
-    """A rotation whose first column is the unit vector d (the other two complete it)."""
-    e = np.eye(3)[int(np.argmin(np.abs(d)))]
-    y = np.cross(d, e)
-    y /= np.linalg.norm(y)
-    return np.stack([d, y, np.cross(d, y)], axis=1)
 
 # OpenSim writes a property of a base class as ``<Class::property>`` (e.g.
 # ``<HuntCrossleyForce::ContactParametersSet>``): not a well-formed XML name, read by OpenSim as
@@ -463,7 +448,7 @@ class OsimDocument:
             enforced = child_flag(c, "isEnforced", True) and not child_flag(c, "isDisabled", False)
             if not enforced:
                 continue
-            if c.tag in FRAME_CONSTRAINTS:
+            if c.tag in FRAME_CONSTRAINTS:  # read by loops.frame_constraint_specs
                 continue
             if c.tag != "CoordinateCouplerConstraint":
                 msg = (
@@ -476,10 +461,8 @@ class OsimDocument:
                 continue
             ind = (child_text(c, "independent_coordinate_names") or "").split()
             dep = child_text(c, "dependent_coordinate_name")
-            if len(ind) != 1:
-                raise OsimImportError(
-                    f"{w}: couplings of {len(ind)} independent coordinates {ind} are not supported"
-                )
+            if not ind:
+                raise OsimImportError(f"{w}: no <independent_coordinate_names>")
             for n in ind + [dep]:
                 if n not in coord_names:
                     raise OsimImportError(f"{w}: unknown coordinate {n!r}")
@@ -487,73 +470,15 @@ class OsimDocument:
             if fel is None:
                 raise OsimImportError(f"{w}: missing <coupled_coordinates_function>")
             try:
-                g = parse_function(fel, w)
+                g = parse_function(fel, w, dimension=len(ind))
             except UnsupportedFunctionError as e:
                 raise OsimImportError(str(e)) from None
             scale = float(child_text(c, "scale_factor", "1"))
-            out.append((name, dep, ind[0], g, scale))
+            out.append((name, dep, ind[0] if len(ind) == 1 else tuple(ind), g, scale))
         deps = [d for _, d, _, _, _ in out]
         for d in set(deps):
             if deps.count(d) > 1:
                 raise OsimImportError(self.where(f"coordinate {d!r} is coupled by two constraints"))
-        return out
-
-    def frame_constraints(self) -> list[FrameConstraintSpec]:
-        """The enforced Weld, Point, PointOnLine and ConstantDistance constraints (4.x sockets,
-        3.x body names), frames resolved to OpenSim bodies."""
-        cs = self.model_el.find("ConstraintSet")
-        objs = [] if cs is None or cs.find("objects") is None else list(cs.find("objects"))
-        out = []
-        for c in objs:
-            if c.tag not in FRAME_CONSTRAINTS:
-                continue
-            if not child_flag(c, "isEnforced", True) or child_flag(c, "isDisabled", False):
-                continue
-            name = c.get("name")
-            w = self.where(f"{c.tag} {name!r}")
-            here = f"/constraintset/{name}"
-
-            def frame(sock, w=w, c=c, here=here):
-                p = socket_path(c, sock) if self.v4 else child_text(c, sock)
-                if p is None:
-                    raise OsimImportError(f"{w}: missing <socket_{sock}>")
-                return self.frame_in_body(p, w, relative_to=here)
-
-            def located(sock, loc, orient=None, w=w, c=c):
-                b, X = frame(sock)
-                R = None if orient is None else body_fixed_xyz(
-                    child_vector(c, orient, 3, w, default=(0, 0, 0))
-                )
-                return b, X @ homogeneous(R, child_vector(c, loc, 3, w, default=(0, 0, 0)))
-
-            kind = FRAME_CONSTRAINTS[c.tag]
-            value = 0.0
-            if kind == "weld":
-                if self.v4:
-                    (b1, X1), (b2, X2) = frame("frame1"), frame("frame2")
-                else:
-                    b1, X1 = located("body_1", "location_body_1", "orientation_body_1")
-                    b2, X2 = located("body_2", "location_body_2", "orientation_body_2")
-            elif kind == "point_on_line":
-                b1, X1 = located("line_body", "point_on_line")
-                d = child_vector(c, "line_direction_vec", 3, w)
-                if not np.linalg.norm(d) > 0:
-                    raise OsimImportError(f"{w}: line_direction_vec is zero")
-                X1 = X1 @ homogeneous(_frame_with_x(d / np.linalg.norm(d)))
-                b2, X2 = located("follower_body", "point_on_follower")
-            else:
-                b1, X1 = located("body_1", "location_body_1")
-                b2, X2 = located("body_2", "location_body_2")
-                if kind == "distance":
-                    value = float(child_vector(c, "constant_distance", 1, w)[0])
-                    if not value > 0:
-                        raise OsimImportError(
-                            f"{w}: constant_distance {value} must be positive (a zero distance is"
-                            " a PointConstraint)"
-                        )
-            if b1 == b2:
-                raise OsimImportError(f"{w}: both frames are on body {b1!r}")
-            out.append(FrameConstraintSpec(name, c.tag, kind, b1, X1, b2, X2, value))
         return out
 
     # ---- muscles -------------------------------------------------------------------------

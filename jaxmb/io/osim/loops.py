@@ -31,9 +31,20 @@ from ...joint_maps import ImplicitMap, OsimJointMap
 from ...joint_maps.coordinate_functions import GivenCoordinates
 from ...kinematics import FrameConstraints
 from ...model import Model
-from .xml import FrameConstraintSpec, OsimCoordinate, OsimImportError
+from .xml import (
+    FRAME_CONSTRAINTS,
+    FrameConstraintSpec,
+    OsimCoordinate,
+    OsimImportError,
+    body_fixed_xyz,
+    child_flag,
+    child_text,
+    child_vector,
+    homogeneous,
+    socket_path,
+)
 
-__all__ = ["closed_loops", "LOOP_ITERATIONS", "LOOP_TOL"]
+__all__ = ["closed_loops", "frame_constraint_specs", "LOOP_ITERATIONS", "LOOP_TOL"]
 
 #: Newton steps of a loop's solve after the continuation (quadratic convergence: 2–4 suffice).
 LOOP_ITERATIONS = 6
@@ -78,7 +89,10 @@ def closed_loops(
         kinds=tuple(c.kind for c in frames),
         bodies=tuple(bodies),
         coupled=tuple(cnames.index(c[1]) for c in couplings),
-        coupling_sources=tuple(cnames.index(c[2]) for c in couplings),
+        coupling_sources=tuple(
+            cnames.index(c[2]) if isinstance(c[2], str) else tuple(map(cnames.index, c[2]))
+            for c in couplings
+        ),
     )
     params = dict(
         tree=model,
@@ -91,7 +105,9 @@ def closed_loops(
     Q0 = jnp.asarray([c.default_value for c in coords], dtype=float)
     G = np.asarray(jax.jacfwd(lambda Q: fc(Q, None, params))(Q0))
     if not np.all(np.isfinite(G)):
-        raise OsimImportError(P.where("the constraints' Jacobian at the default pose is not finite"))
+        raise OsimImportError(
+            P.where("the constraints' Jacobian at the default pose is not finite")
+        )
     coupled = list(fc.coupled)
     free = [i for i in jm.independent if i not in coupled]
     euler = {c.name for c in coords if c.name in _euler_names(P)}
@@ -156,6 +172,76 @@ def closed_loops(
     return model, {cnames[i]: names for i in sorted(chosen)}
 
 
+def frame_constraint_specs(P) -> list[FrameConstraintSpec]:
+    """The enforced Weld, Point, PointOnLine and ConstantDistance constraints (4.x sockets,
+    3.x body names) of an :class:`~jaxmb.io.osim.document.OsimDocument`, frames resolved to
+    OpenSim bodies."""
+    cs = P.model_el.find("ConstraintSet")
+    objs = [] if cs is None or cs.find("objects") is None else list(cs.find("objects"))
+    out = []
+    for c in objs:
+        if c.tag not in FRAME_CONSTRAINTS:
+            continue
+        if not child_flag(c, "isEnforced", True) or child_flag(c, "isDisabled", False):
+            continue
+        name = c.get("name")
+        w = P.where(f"{c.tag} {name!r}")
+        here = f"/constraintset/{name}"
+
+        def frame(sock, w=w, c=c, here=here):
+            p = socket_path(c, sock) if P.v4 else child_text(c, sock)
+            if p is None:
+                raise OsimImportError(f"{w}: missing <socket_{sock}>")
+            return P.frame_in_body(p, w, relative_to=here)
+
+        def located(sock, loc, orient=None, w=w, c=c):
+            b, X = frame(sock)
+            R = (
+                None
+                if orient is None
+                else body_fixed_xyz(child_vector(c, orient, 3, w, default=(0, 0, 0)))
+            )
+            return b, X @ homogeneous(R, child_vector(c, loc, 3, w, default=(0, 0, 0)))
+
+        kind = FRAME_CONSTRAINTS[c.tag]
+        value = 0.0
+        if kind == "weld":
+            if P.v4:
+                (b1, X1), (b2, X2) = frame("frame1"), frame("frame2")
+            else:
+                b1, X1 = located("body_1", "location_body_1", "orientation_body_1")
+                b2, X2 = located("body_2", "location_body_2", "orientation_body_2")
+        elif kind == "point_on_line":
+            b1, X1 = located("line_body", "point_on_line")
+            d = child_vector(c, "line_direction_vec", 3, w)
+            if not np.linalg.norm(d) > 0:
+                raise OsimImportError(f"{w}: line_direction_vec is zero")
+            X1 = X1 @ homogeneous(_frame_with_x(d / np.linalg.norm(d)))
+            b2, X2 = located("follower_body", "point_on_follower")
+        else:
+            b1, X1 = located("body_1", "location_body_1")
+            b2, X2 = located("body_2", "location_body_2")
+            if kind == "distance":
+                value = float(child_vector(c, "constant_distance", 1, w)[0])
+                if not value > 0:
+                    raise OsimImportError(
+                        f"{w}: constant_distance {value} must be positive (a zero distance is"
+                        " a PointConstraint)"
+                    )
+        if b1 == b2:
+            raise OsimImportError(f"{w}: both frames are on body {b1!r}")
+        out.append(FrameConstraintSpec(name, c.tag, kind, b1, X1, b2, X2, value))
+    return out
+
+
+def _frame_with_x(d: np.ndarray) -> np.ndarray:
+    """A rotation whose first column is the unit vector d (the other two complete it)."""
+    e = np.eye(3)[int(np.argmin(np.abs(d)))]
+    y = np.cross(d, e)
+    y /= np.linalg.norm(y)
+    return np.stack([d, y, np.cross(d, y)], axis=1)
+
+
 def _rank(A: np.ndarray, tol: float) -> int:
     if A.shape[1] == 0:
         return 0
@@ -169,4 +255,3 @@ def _euler_names(P) -> set[str]:
         if j.type in ("BallJoint", "FreeJoint")
         for c in j.coordinates[:3]
     }
-

@@ -57,7 +57,7 @@ from ...math import AbstractFunction, Constant
 from ...model import PRISMATIC, REVOLUTE, Body, Model, ModelError, build_model
 from .document import JointSpec, OsimDocument
 from .forces import osim_forces
-from .loops import closed_loops
+from .loops import closed_loops, frame_constraint_specs
 from .muscles import model_with_muscles, path_set
 from .xml import (
     MuscleSpec,
@@ -171,11 +171,11 @@ def read_osim(
     resolved = {cnames[i] for i in independent + held}
     coupling_order = []
     todo = list(couplings)
-    frames = P.frame_constraints()
+    frames = frame_constraint_specs(P)
     if frames:  # every coupling is one more equation of the loops' implicit map
         coupling_order, todo = todo, []
     while todo:
-        ready = [c for c in todo if c[2] in resolved]
+        ready = [c for c in todo if set(_names(c[2])) <= resolved]
         if not ready:
             raise OsimImportError(
                 P.where(f"coupling constraints {[c[0] for c in todo]} form a cycle")
@@ -292,7 +292,7 @@ def read_osim(
         coupling_scales=jnp.asarray([c[4] for c in coupling_order], dtype=float),
         sources=tuple(sources),
         coupled=tuple(cnames.index(c[1]) for c in coupling_order),
-        coupling_sources=tuple(cnames.index(c[2]) for c in coupling_order),
+        coupling_sources=tuple(_source_index(cnames, c[2]) for c in coupling_order),
         independent=tuple(independent),
         nfull=len(cnames),
         nq=len(independent),
@@ -318,7 +318,9 @@ def read_osim(
     model = eqx.tree_at(lambda m: m.inertia, model, jnp.asarray(np.stack(inertias)))
     loop_dependent: dict[str, str] = {}
     if frames:
-        model, loop_dependent = closed_loops(P, model, frames, coupling_order, cnames, coords, body_frames)
+        model, loop_dependent = closed_loops(
+            P, model, frames, coupling_order, cnames, coords, body_frames
+        )
     euler = {c.name for j in joints if j.type in ("BallJoint", "FreeJoint") for c in j.coordinates[:3]}
     coupled = {c[1]: (c[0], c[2]) for c in coupling_order}
     imp = OsimImport(
@@ -347,6 +349,16 @@ def read_osim(
             stacklevel=2,
         )
     return dataclasses.replace(imp, model=model, left_out=tuple(left_out))
+
+
+def _names(source: str | tuple[str, ...]) -> tuple[str, ...]:
+    """The independent coordinates of a coupling: one name, or a tuple of them."""
+    return (source,) if isinstance(source, str) else tuple(source)
+
+
+def _source_index(cnames: list[str], source: str | tuple[str, ...]) -> int | tuple[int, ...]:
+    """Index in Q of a coupling's independent coordinate (a tuple of indices for several)."""
+    return cnames.index(source) if isinstance(source, str) else tuple(map(cnames.index, source))
 
 
 def _controllers_and_probes(P: OsimDocument, refuse) -> list[str]:

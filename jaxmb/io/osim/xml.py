@@ -203,6 +203,15 @@ class OsimCoordinate:
     clamped: bool
 
 
+#: OpenSim's constraints between body frames, read as :class:`FrameConstraintSpec` kinds.
+FRAME_CONSTRAINTS = {
+    "WeldConstraint": "weld",
+    "PointConstraint": "point",
+    "PointOnLineConstraint": "point_on_line",
+    "ConstantDistanceConstraint": "distance",
+}
+
+
 @dataclasses.dataclass(frozen=True)
 class FrameConstraintSpec:
     """A closed-loop constraint between two body frames (OpenSim body names, "ground" too).
