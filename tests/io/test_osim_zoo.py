@@ -29,8 +29,8 @@ OSIM = DATA / "osim"
 ZOO = OSIM / "zoo"
 FAST = ("double_pendulum", "joints_and_forces")
 SLOW = tuple(
-    k for k in MODELS if k not in FAST and k not in ("bouncing_block",)
-)  # 9 to 92 muscles, or a 3.x model: minutes of compiling on a shared 2-core machine
+    k for k in MODELS if k not in FAST
+)  # 9 to 92 muscles, a 3.x model, or closed loops: minutes of compiling on a shared 2-core machine
 TARGET = dict(pose=1e-9, L=1e-9, M=1e-8, G=1e-8, FD=1e-7)
 
 
@@ -75,9 +75,12 @@ def test_scoped_tags_are_read_as_opensim_reads_them():
     assert kinds.count("HuntCrossleyForce") == 6 and kinds.count("CoordinateLimitForce") == 4
 
 
-def test_unsupported_constraint_raises_naming_it_or_warns_listing_all():
-    path = ZOO / "bouncing_block.osim"
-    with pytest.raises(OsimImportError, match="PointOnLineConstraint 'lock_block_to_y_axis'") as e:
+def test_unsupported_constraint_raises_naming_it_or_warns_listing_all(tmp_path):
+    # OpenSim's RollingOnSurfaceConstraint (non-holonomic rows) in place of the two PointOnLines
+    path = _edited(
+        tmp_path, ZOO / "bouncing_block.osim", "PointOnLineConstraint", "RollingOnSurfaceConstraint", 4
+    )
+    with pytest.raises(OsimImportError, match="RollingOnSurfaceConstraint 'lock_block_to_y_axis'") as e:
         read_osim(path)
     assert "bouncing_block.osim" in str(e.value)
     with pytest.warns(UserWarning, match="2 elements not imported") as w:
@@ -90,6 +93,42 @@ def test_unsupported_constraint_raises_naming_it_or_warns_listing_all():
     assert kinds == [
         "BushingForce", "CoordinateLimitForce", "HuntCrossleyForce", "PointToPointSpring"
     ]
+
+
+@pytest.mark.slow  # compiles the loop's solve twice: 45 s on a loaded 2-core machine
+def test_point_on_line_constraints_make_coordinates_dependent():
+    """bouncing_block's two PointOnLine constraints (4 equations) fix 4 of its 8 coordinates; at
+    random q the block and the foot are on the ground's y axis and ∂g/∂Q · ∂Q/∂q = 0."""
+    imp = read_osim(ZOO / "bouncing_block.osim")
+    m = imp.model
+    assert sorted(imp.constrained) == ["pin2_rot", "xRotation", "xTranslation", "zTranslation"]
+    assert m.coordinate_names == ("yRotation", "zRotation", "yTranslation", "pin1_rot")
+    loop = m.joint_map.loop
+    q = jnp.asarray([0.3, 0.9, 1.2, -0.2])
+    Q, JQ, _ = loop.derivatives(q)
+    A = np.asarray(eqx.filter_jit(mb.body_transforms)(m, q))
+    for b in ("block", "link2"):
+        i, X = imp.body_frames[b]
+        p = (A[i] @ X)[:3, 3]
+        assert abs(p[0]) < 1e-12 and abs(p[2]) < 1e-12, (b, p)
+    G = jax.jacfwd(lambda Q: loop.constraints(Q, q, loop.params))(Q)
+    assert float(jnp.abs(G @ JQ).max()) < 1e-12
+
+
+def test_coupler_of_several_coordinates_has_its_polynomial_curvature():
+    """A MultivariatePolynomialFunction coupler (OpenSim's term order 1, y, y², x, xy, x²): the
+    coupled angle and its Hessian against the polynomial written out (OpenSim 4.6 cannot serve
+    here: it has no second derivatives of this function)."""
+    imp = read_osim(OSIM / "coupler_of_two.osim")
+    m = imp.model
+    assert m.coordinate_names == ("pin0_coord_0", "pin1_coord_0")
+    c = (0.1, 0.5, -0.2, 0.3, 0.25, 0.15)  # tests/data/make_osim_loops_model.py
+    x, y = 0.7, -0.4
+    Q = eqx.filter_jit(m.joint_map.full_coordinates)(jnp.asarray([x, y]))
+    poly = c[0] + c[1] * y + c[2] * y**2 + c[3] * x + c[4] * x * y + c[5] * x**2
+    assert abs(float(Q[2]) - poly) < 1e-15
+    H = jax.jit(jax.hessian(lambda q: m.joint_map.full_coordinates(q)[2]))(jnp.asarray([x, y]))
+    np.testing.assert_allclose(H, [[2 * c[5], c[4]], [c[4], 2 * c[2]]], rtol=0, atol=1e-14)
 
 
 def _edited(tmp_path, src, old, new, count=1):
