@@ -36,7 +36,8 @@ class OsimJointMap(AbstractJointMap):
 
     Attributes:
         functions: per jaxmb joint, the OpenSim function of its TransformAxis (traced leaves).
-        sources: per jaxmb joint, the index of its coordinate in ``Q`` (static).
+        sources: per jaxmb joint, the index of its coordinate in ``Q`` (static; a tuple of
+            indices for a TransformAxis function of several coordinates).
         coupling_functions, coupling_scales: per coupled coordinate, ``g`` and ``scale``.
         coupled, coupling_sources: their indices in ``Q`` and those of their independent coordinate
             (a tuple of indices for a function of several, e.g. a MultivariatePolynomialFunction).
@@ -104,7 +105,10 @@ class OsimJointMap(AbstractJointMap):
         """The jaxmb joint variables f (nj,) from all OpenSim coordinates Q."""
         zero = jnp.zeros((), dtype=Q.dtype)
         return jnp.stack(
-            [g(Q[s] if s >= 0 else zero) for g, s in zip(self.functions, self.sources, strict=True)]
+            [
+                g(zero) if s == -1 else g(coupling_argument(Q, s))
+                for g, s in zip(self.functions, self.sources, strict=True)
+            ]
         )
 
 

@@ -271,6 +271,11 @@ class MultivariatePolynomialFunction(eqx.Module):
     def dimension(self) -> int:
         return len(self.exponents[0])
 
+    @property
+    def is_constant(self) -> bool:
+        """True when every term but the constant one has a zero coefficient (concrete values)."""
+        return bool(np.all(np.asarray(self.coefficients)[1:] == 0))
+
     def __call__(self, x: Float[Array, " dim"]) -> Float[Array, ""]:
         x = jnp.asarray(x)
         terms = [

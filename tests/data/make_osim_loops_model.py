@@ -13,7 +13,8 @@ assembles without moving anything):
 
 It also writes ``tests/data/osim/coupler_of_two.osim``: a three-link arm whose third joint angle is
 a ``MultivariatePolynomialFunction`` (dimension 2, order 2) of the first two, a
-``CoordinateCouplerConstraint`` of several independent coordinates; ``closed_loops.osim`` has a
+``CoordinateCouplerConstraint`` of several independent coordinates, and a ``CustomJoint`` whose
+rotation is the same polynomial of both its coordinates (a TransformAxis of several coordinates); ``closed_loops.osim`` has a
 coupler of one coordinate (a cubic) on an extra link, solved with the loops there. OpenSim 4.6's
 MultivariatePolynomialFunction has no second derivatives (``getMaxDerivativeOrder()`` is 1, and
 ``calcDerivative([0, 1])`` returns the first derivative), so OpenSim's accelerations of
@@ -35,6 +36,14 @@ OUT_COUPLER = Path(__file__).parent / "osim" / "coupler_of_two.osim"
 COUPLER_COEFFICIENTS = (0.1, 0.5, -0.2, 0.3, 0.25, 0.15)
 
 
+def polynomial_of_two():
+    f = osim.MultivariatePolynomialFunction()
+    f.set_dimension(2)
+    f.set_order(2)
+    f.setCoefficients(osim.Vector(list(COUPLER_COEFFICIENTS)))
+    return f
+
+
 def add_coupled_link(m, parent, name, independent):
     """A link on a pin joint whose angle is a polynomial of the ``independent`` coordinates."""
     b = osim.Body(name, 0.4, v(0.1, 0.0, 0.0), osim.Inertia(0.001, 0.004, 0.004, 0, 0, 0))
@@ -45,10 +54,7 @@ def add_coupled_link(m, parent, name, independent):
     if len(independent) == 1:  # a cubic of one coordinate
         f = osim.PolynomialFunction(osim.Vector([0.2, -0.3, 0.5, 0.1]))
     else:
-        f = osim.MultivariatePolynomialFunction()
-        f.set_dimension(2)
-        f.set_order(2)
-        f.setCoefficients(osim.Vector(list(COUPLER_COEFFICIENTS)))
+        f = polynomial_of_two()
     c = osim.CoordinateCouplerConstraint()
     c.setName(f"{name}_coupler")
     names = osim.ArrayStr()
@@ -74,6 +80,25 @@ def coupler_model():
                                  v(0.1 * k, 0.0, 0.2), b, v(0.0, 0.0, 0.0), v(0.0, 0.0, 0.0)))
         prev = b
     add_coupled_link(m, prev, "tip", ["pin0_coord_0", "pin1_coord_0"])
+    # a CustomJoint whose rotation is a function of both its coordinates, and a slide of one
+    st = osim.SpatialTransform()
+    names = osim.ArrayStr()
+    names.append("swing_a")
+    names.append("swing_b")
+    rot = st.updTransformAxis(2)  # rotation3, about z
+    rot.setCoordinateNames(names)
+    rot.setAxis(v(0.0, 0.0, 1.0))
+    rot.set_function(polynomial_of_two())
+    one = osim.ArrayStr()
+    one.append("swing_b")
+    tr = st.updTransformAxis(3)
+    tr.setCoordinateNames(one)
+    tr.setAxis(v(1.0, 0.0, 0.0))
+    tr.set_function(osim.LinearFunction(1.0, 0.0))
+    sw = osim.Body("swinger", 0.6, v(0.05, -0.1, 0.0), osim.Inertia(0.002, 0.003, 0.002, 0, 0, 0))
+    m.addBody(sw)
+    m.addJoint(osim.CustomJoint("swing", prev, v(0.1, -0.2, 0.0), v(0.2, 0.0, 0.1),
+                                sw, v(0.0, 0.05, 0.0), v(0.0, 0.0, 0.0), st))
     m.finalizeConnections()
     m.initSystem()
     m.printToXML(str(OUT_COUPLER))

@@ -115,20 +115,28 @@ def test_point_on_line_constraints_make_coordinates_dependent():
     assert float(jnp.abs(G @ JQ).max()) < 1e-12
 
 
-def test_coupler_of_several_coordinates_has_its_polynomial_curvature():
-    """A MultivariatePolynomialFunction coupler (OpenSim's term order 1, y, y², x, xy, x²): the
-    coupled angle and its Hessian against the polynomial written out (OpenSim 4.6 cannot serve
+def test_functions_of_several_coordinates_have_their_polynomial_curvature():
+    """A MultivariatePolynomialFunction (OpenSim's term order 1, y, y², x, xy, x²) as a coupler and
+    as a TransformAxis of two coordinates: values and Hessians against the polynomial written out (OpenSim 4.6 cannot serve
     here: it has no second derivatives of this function)."""
     imp = read_osim(OSIM / "coupler_of_two.osim")
     m = imp.model
-    assert m.coordinate_names == ("pin0_coord_0", "pin1_coord_0")
+    assert m.coordinate_names == ("pin0_coord_0", "pin1_coord_0", "swing_a", "swing_b")
     c = (0.1, 0.5, -0.2, 0.3, 0.25, 0.15)  # tests/data/make_osim_loops_model.py
     x, y = 0.7, -0.4
-    Q = eqx.filter_jit(m.joint_map.full_coordinates)(jnp.asarray([x, y]))
     poly = c[0] + c[1] * y + c[2] * y**2 + c[3] * x + c[4] * x * y + c[5] * x**2
+    hess = [[2 * c[5], c[4]], [c[4], 2 * c[2]]]
+    q = jnp.asarray([x, y, x, y])
+    Q = eqx.filter_jit(m.joint_map.full_coordinates)(q)
     assert abs(float(Q[2]) - poly) < 1e-15
-    H = jax.jit(jax.hessian(lambda q: m.joint_map.full_coordinates(q)[2]))(jnp.asarray([x, y]))
-    np.testing.assert_allclose(H, [[2 * c[5], c[4]], [c[4], 2 * c[2]]], rtol=0, atol=1e-14)
+    H = jax.jit(jax.hessian(lambda q: m.joint_map.full_coordinates(q)[2]))(q)
+    np.testing.assert_allclose(H[:2, :2], hess, rtol=0, atol=1e-14)
+    # the swing joint's rotation (a TransformAxis of both its coordinates) is the same polynomial
+    k = imp.jaxmb_joints.index("swing/rotation3")
+    f = eqx.filter_jit(m.joint_map)(q)
+    assert abs(float(f[k]) - poly) < 1e-15
+    Hf = jax.jit(jax.hessian(lambda q: m.joint_map(q)[k]))(q)
+    np.testing.assert_allclose(Hf[2:, 2:], hess, rtol=0, atol=1e-14)
 
 
 def _edited(tmp_path, src, old, new, count=1):

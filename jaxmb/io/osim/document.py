@@ -83,11 +83,12 @@ JOINT_AXES = {
 @dataclasses.dataclass
 class TransformAxisSpec:
     """One moving or constant axis of a joint: rotation about / translation along ``axis`` (3,),
-    unit, in the joint's frame left by the axes before it, by ``function`` of ``coordinate``."""
+    unit, in the joint's frame left by the axes before it, by ``function`` of ``coordinate`` (a
+    tuple of names for a function of several coordinates)."""
 
     kind: str  # "rotation" | "translation"
     axis: np.ndarray
-    coordinate: str | None
+    coordinate: str | tuple[str, ...] | None
     function: AbstractFunction
     label: str
 
@@ -318,17 +319,14 @@ class OsimDocument:
                 )
             else:
                 try:
-                    func = parse_function(fel, w)
+                    func = parse_function(fel, w, dimension=max(len(cnames), 1))
                 except UnsupportedFunctionError as e:
                     raise OsimImportError(str(e)) from None
-            if len(cnames) > 1:
-                raise OsimImportError(
-                    f"{w}: a function of {len(cnames)} coordinates {cnames} is not supported"
-                    " (only functions of one coordinate)"
-                )
-            cname = cnames[0] if cnames else None
-            if cname is not None and cname not in coords:
-                raise OsimImportError(f"{w}: unknown coordinate {cname!r}")
+            for n in cnames:
+                if n not in coords:
+                    raise OsimImportError(f"{w}: unknown coordinate {n!r}")
+            # a function of several coordinates (a MultivariatePolynomialFunction) reads a tuple
+            cname = (cnames[0] if len(cnames) == 1 else tuple(cnames)) if cnames else None
             if cname is None and not func.is_constant:
                 # OpenSim evaluates a function with no coordinates at x = 0
                 func = Constant(float(func(jnp.zeros(()))))
@@ -372,7 +370,12 @@ class OsimDocument:
         cmap = {c.name: c for c in coords}
         if jtype == "CustomJoint":
             axes = self._axes(st, jname, cmap)
-            used_rot = {a.coordinate for a in axes if a.kind == "rotation" and a.coordinate}
+            used_rot = {
+                n
+                for a in axes
+                if a.kind == "rotation" and a.coordinate
+                for n in ((a.coordinate,) if isinstance(a.coordinate, str) else a.coordinate)
+            }
             coords = [
                 dataclasses.replace(c, rotational=c.name in used_rot) if not self._has_mt else c
                 for c in coords

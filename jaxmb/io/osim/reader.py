@@ -247,7 +247,7 @@ def read_osim(
                 )
                 T = T @ X
                 continue
-            src = cnames.index(a.coordinate)
+            src = _source_index(cnames, a.coordinate)
             is_last = a is last
             name = j.child if is_last else f"{j.name}/{a.label}"
             if name in used_names and not is_last:
