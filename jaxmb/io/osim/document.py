@@ -110,8 +110,9 @@ class JointSpec:
 class OsimDocument:
     """A parsed ``.osim`` file (4.x or 3.0); ``where(what)`` prefixes messages with the file."""
 
-    def __init__(self, path):
+    def __init__(self, path, opensim_inertia_digits: bool = True):
         self.path = str(path)
+        self.opensim_inertia_digits = bool(opensim_inertia_digits)
         try:
             text = Path(self.path).read_bytes()
         except (FileNotFoundError, IsADirectoryError):
@@ -160,6 +161,11 @@ class OsimDocument:
                         for k in ("xx", "yy", "zz", "xy", "xz", "yz")
                     ]
                 )
+                if self.opensim_inertia_digits:
+                    # OpenSim's 3.x -> 4.x upgrade writes the six inertia_* values into one
+                    # <inertia> string with 6 significant digits (MoBL-ARMS' humerus 0.01227763
+                    # becomes 0.0122776, a 6e-8 change of M that near-singular models amplify)
+                    i6 = np.array([float(f"{x:.6g}") for x in i6])
             xx, yy, zz, xy, xz, yz = i6
             inertia = np.array([[xx, xy, xz], [xy, yy, yz], [xz, yz, zz]])
             if mass < 0:

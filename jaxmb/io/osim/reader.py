@@ -82,6 +82,7 @@ def read_osim(
     zero_inertia: tuple[str, ...] = (),
     unsupported: str = "raise",
     locked: str = "hold",
+    inertia: str = "opensim",
 ) -> OsimImport:
     """Read an OpenSim model (4.x or 3.0 ``.osim``) into a jaxmb model plus the import's details.
 
@@ -96,6 +97,9 @@ def read_osim(
         locked: ``"hold"`` (default, OpenSim's meaning): a locked coordinate is held at its
             default value by the joint map and is not one of the model's coordinates;
             ``"free"``: locked coordinates stay coordinates (the lock is ignored).
+        inertia: ``"opensim"`` (default): a 3.x file's ``inertia_xx`` … values rounded to 6
+            significant digits, as OpenSim 4.6's upgrade of the file does (so M is OpenSim's);
+            ``"file"``: the numbers as written.
 
     Raises:
         OsimImportError: naming the unsupported or malformed element, its type and the file;
@@ -105,7 +109,9 @@ def read_osim(
         raise ValueError(f"unsupported must be 'raise' or 'warn', got {unsupported!r}")
     if locked not in ("hold", "free"):
         raise ValueError(f"locked must be 'hold' or 'free', got {locked!r}")
-    P = OsimDocument(path)
+    if inertia not in ("opensim", "file"):
+        raise ValueError(f"inertia must be 'opensim' or 'file', got {inertia!r}")
+    P = OsimDocument(path, opensim_inertia_digits=inertia == "opensim")
     left_out: list[str] = []
 
     def refuse(message: str):
@@ -421,6 +427,7 @@ def load_osim(
     muscles: str = "supported",
     unsupported: str = "raise",
     locked: str = "hold",
+    inertia: str = "opensim",
 ) -> Model:
     """Load an OpenSim model (4.x or 3.0 ``.osim``) as a jaxmb :class:`~jaxmb.model.Model`.
 
@@ -435,11 +442,13 @@ def load_osim(
             represent and warns naming those it leaves out and why; ``"all"`` raises
             :class:`OsimImportError` for the first muscle it cannot build; ``"none"`` imports no
             muscles. A muscle whose ``appliesForce`` is false is not a muscle of the model.
-        unsupported, locked: as for :func:`read_osim`.
+        unsupported, locked, inertia: as for :func:`read_osim`.
     """
     if muscles not in ("supported", "all", "none"):
         raise ValueError(f"muscles must be 'supported', 'all' or 'none', got {muscles!r}")
-    imp = read_osim(path, zero_inertia=zero_inertia, unsupported=unsupported, locked=locked)
+    imp = read_osim(
+        path, zero_inertia=zero_inertia, unsupported=unsupported, locked=locked, inertia=inertia
+    )
     imp = dataclasses.replace(imp, muscles=tuple(m for m in imp.muscles if m.applies_force))
     if muscles == "none" or not imp.muscles:
         return imp.model
