@@ -408,8 +408,9 @@ def test_implicit_continuation_follows_the_reference_branch():
     def circle(f, q, p):
         return f[1:] ** 2 + f[:1] ** 2 - 1.0
 
-    jm = ImplicitMap(circle, 1, 2, dependent=[1], reference=[-1.0], reference_q=[0.0],
-                     continuation=8)
+    jm = ImplicitMap(
+        circle, 1, 2, dependent=[1], reference=[-1.0], reference_q=[0.0], continuation=8
+    )
     f = jm(jnp.asarray([0.9]))
     assert abs(float(f[1]) + np.sqrt(1 - 0.81)) < 1e-12
     with pytest.raises(ValueError, match="continuation needs reference_q"):
