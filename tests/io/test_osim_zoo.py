@@ -35,9 +35,9 @@ TARGET = dict(pose=1e-9, L=1e-9, M=1e-8, G=1e-8, FD=1e-7)
 
 
 # measured and not met (docs/osim_import.md): MoBL-ARMS' forward dynamics differ (1.2 relative)
-# although M and G agree to 3e-15; not forces (1.2-3.5 with its limit forces off), not velocity
-# terms (1.3 at zero speeds): OpenSim's accelerations differ from (BᵀMB)⁻¹BᵀG itself there
-NOT_MET = {"MoBL_ARMS": "FD differs from OpenSim's though M, G agree; not yet diagnosed"}
+# although M and G agree to 3e-15: OpenSim's accelerations violate its own lock on r_z (77 rad/s²
+# at the pose of docs/check_mobl_lock.py), so they solve neither the held nor the free system
+NOT_MET = {"MoBL_ARMS": "FD: OpenSim's accelerations violate its own lock on r_z"}
 
 
 def _params():
