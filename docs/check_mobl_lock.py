@@ -76,7 +76,8 @@ def main():
         b = m.getBodySet().get(i)
         v = osim.Vector()
         f = osim.Vec3(*[b.getMass() * grav.get(k) for k in range(3)])
-        mat.multiplyByStationJacobianTranspose(s, b.getMobilizedBodyIndex(), b.getMassCenter(), f, v)
+        index, com = b.getMobilizedBodyIndex(), b.getMassCenter()
+        mat.multiplyByStationJacobianTranspose(s, index, com, f, v)
         g += np.array([v.get(k) for k in range(nu)])
     ud = np.array([s.getUDot().get(i) for i in range(nu)])
     rows = [uidx[n] for n in locked + indep]

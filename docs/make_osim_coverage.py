@@ -35,8 +35,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from reference.opensim_zoo import DATA, MODELS, jaxmb_errors, loop_independent, model_speed, opensim_reference  # noqa: E402
-
+from reference.opensim_zoo import (  # noqa: E402
+    DATA,
+    MODELS,
+    jaxmb_errors,
+    loop_independent,
+    model_speed,
+    opensim_reference,
+)
 
 # --------------------------------------------------------------------------------------------
 # driver

@@ -14,7 +14,8 @@ assembles without moving anything):
 It also writes ``tests/data/osim/coupler_of_two.osim``: a three-link arm whose third joint angle is
 a ``MultivariatePolynomialFunction`` (dimension 2, order 2) of the first two, a
 ``CoordinateCouplerConstraint`` of several independent coordinates, and a ``CustomJoint`` whose
-rotation is the same polynomial of both its coordinates (a TransformAxis of several coordinates); ``closed_loops.osim`` has a
+rotation is the same polynomial of both its coordinates (a TransformAxis of several coordinates);
+``closed_loops.osim`` has a
 coupler of one coordinate (a cubic) on an extra link, solved with the loops there. OpenSim 4.6's
 MultivariatePolynomialFunction has no second derivatives (``getMaxDerivativeOrder()`` is 1, and
 ``calcDerivative([0, 1])`` returns the first derivative), so OpenSim's accelerations of

@@ -19,7 +19,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from helpers import DATA
-from reference.opensim_zoo import MODELS, jaxmb_errors, loop_independent, model_speed, opensim_reference
+from reference.opensim_zoo import (
+    MODELS,
+    jaxmb_errors,
+    loop_independent,
+    model_speed,
+    opensim_reference,
+)
 
 import jaxmb as mb
 from jaxmb.io.osim import OsimImportError, read_osim
@@ -79,9 +85,11 @@ def test_scoped_tags_are_read_as_opensim_reads_them():
 def test_unsupported_constraint_raises_naming_it_or_warns_listing_all(tmp_path):
     # OpenSim's RollingOnSurfaceConstraint (non-holonomic rows) in place of the two PointOnLines
     path = _edited(
-        tmp_path, ZOO / "bouncing_block.osim", "PointOnLineConstraint", "RollingOnSurfaceConstraint", 4
+        tmp_path, ZOO / "bouncing_block.osim", "PointOnLineConstraint",
+        "RollingOnSurfaceConstraint", 4,
     )
-    with pytest.raises(OsimImportError, match="RollingOnSurfaceConstraint 'lock_block_to_y_axis'") as e:
+    msg = "RollingOnSurfaceConstraint 'lock_block_to_y_axis'"
+    with pytest.raises(OsimImportError, match=msg) as e:
         read_osim(path)
     assert "bouncing_block.osim" in str(e.value)
     with pytest.warns(UserWarning, match="2 elements not imported") as w:
