@@ -35,8 +35,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from reference.opensim_zoo import DATA, MODELS, jaxmb_errors, opensim_reference  # noqa: E402
-
+from reference.opensim_zoo import (  # noqa: E402
+    DATA,
+    MODELS,
+    jaxmb_errors,
+    loop_independent,
+    model_speed,
+    opensim_reference,
+)
 
 # --------------------------------------------------------------------------------------------
 # driver
@@ -47,7 +53,10 @@ def one(key: str, n_poses: int, seed: int, lengths: bool = True) -> dict:
     fname, phantoms = MODELS[key]
     path = DATA / fname
     t0 = time.time()
-    ref = opensim_reference(path, phantoms, n_poses, seed)
+    ref = opensim_reference(
+        path, phantoms, n_poses, seed, speed=model_speed(key),
+        independent=loop_independent(path, phantoms),
+    )
     row = dict(
         model=key,
         nq=len(ref["coordinates"]),

@@ -31,12 +31,15 @@ Definition-1 arrangement ``D_i`` of shape (4·nq, 4) and ``D'_i`` of shape (4·n
 
 from __future__ import annotations
 
+import dataclasses
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .joint_maps.coordinate_functions import coupling_argument
 from .math import matcalc
 from .model import Model, ModelError, check_coordinate_vectors
 
@@ -61,6 +64,7 @@ __all__ = [
     "point_acceleration",
     "body_angular_velocity",
     "body_angular_acceleration",
+    "FrameConstraints",
 ]
 
 
@@ -526,3 +530,91 @@ def body_angular_acceleration(model: Model, q, qd, qdd, frame: str = "ground"):
     """Angular acceleration (rad/s²) of every body, by differentiating ω(q, q̇) along (q̇, q̈)."""
     w = lambda q_, qd_: body_angular_velocity(model, q_, qd_, frame)
     return jax.jvp(w, (q, qd), (qd, qdd))[1]
+
+
+# -------------------------------------------------------------------------------------------------
+# Holonomic constraints between body frames (closed loops of imported models)
+# -------------------------------------------------------------------------------------------------
+
+#: Constraint kinds of :class:`FrameConstraints` and their number of equations.
+FRAME_CONSTRAINT_ROWS = {"weld": 6, "point": 3, "point_on_line": 2, "distance": 1}
+
+
+@dataclasses.dataclass(frozen=True)
+class FrameConstraints:
+    """Residual ``g(Q, q, params)`` of holonomic constraints between body frames and couplings of
+    coordinates, for an :class:`~jaxmb.joint_maps.ImplicitMap` whose joint vector is a model's full
+    coordinate vector ``Q`` (e.g. every OpenSim coordinate): the body poses come from
+    ``params["tree"]`` (a :class:`Model` whose joint map has ``joint_values(Q)``) by Eqs. 38–40.
+
+    Constraint k joins frame 1, ``X1[k]`` (4, 4) on body ``bodies[k][0]`` (-1: the ground), and
+    frame 2, ``X2[k]`` on body ``bodies[k][1]``; with ``A1 = ⁰A_b1 X1``, ``A2 = ⁰A_b2 X2``:
+
+    - ``"weld"`` (6 rows): ``p2 − p1`` and ``vee(R1ᵀR2 − R2ᵀR1)/2`` (zero when the frames coincide);
+    - ``"point"`` (3): ``p2 − p1`` (the frames' origins coincide);
+    - ``"point_on_line"`` (2): frame 1's origin and x axis are the line, frame 2's origin the
+      follower point: ``(p2 − p1)·y1`` and ``(p2 − p1)·z1``;
+    - ``"distance"`` (1): ``|p2 − p1| − value[k]``.
+
+    Coupling c (``"couplings"`` of params: functions of one coordinate, ``"scales"``):
+    ``Q[coupled[c]] − scale_c · g_c(Q[coupling_sources[c]])``. Units: m, rad (weld rotation rows:
+    sine of the angle error), or the coupled coordinate's unit.
+
+    Attributes (all static):
+        kinds: per constraint, one of :data:`FRAME_CONSTRAINT_ROWS`.
+        bodies: per constraint, (body of frame 1, body of frame 2), jaxmb indices.
+        coupled, coupling_sources: per coupling, the indices in Q of the coupled coordinate and of
+            the one it follows.
+    """
+
+    kinds: tuple[str, ...]
+    bodies: tuple[tuple[int, int], ...]
+    coupled: tuple[int, ...] = ()
+    coupling_sources: tuple[int, ...] = ()
+
+    def __post_init__(self):
+        for k in self.kinds:
+            if k not in FRAME_CONSTRAINT_ROWS:
+                raise ModelError(
+                    f"FrameConstraints: unknown constraint kind {k!r} "
+                    f"(known: {sorted(FRAME_CONSTRAINT_ROWS)})"
+                )
+
+    @property
+    def rows(self) -> int:
+        """Number of equations."""
+        return sum(FRAME_CONSTRAINT_ROWS[k] for k in self.kinds) + len(self.coupled)
+
+    def frames(self, Q: Float[Array, " nQ"], params) -> tuple[Array, Array]:
+        """Ground poses (nc, 4, 4) of frames 1 and 2 at the full coordinates Q."""
+        tree = params["tree"]
+        f = tree.joint_map.joint_values(Q)
+        A = compose_transforms(tree.parent, local_transforms(tree, f))
+        Ag = jnp.concatenate([A, jnp.eye(4, dtype=A.dtype)[None]], axis=0)  # ground at nb
+        nb = A.shape[0]
+        i1 = np.asarray([b if b >= 0 else nb for b, _ in self.bodies], dtype=int)
+        i2 = np.asarray([b if b >= 0 else nb for _, b in self.bodies], dtype=int)
+        X1, X2 = params["X1"].astype(A.dtype), params["X2"].astype(A.dtype)
+        return _bmm(Ag[i1], X1), _bmm(Ag[i2], X2)
+
+    def __call__(self, Q: Float[Array, " nQ"], q, params) -> Float[Array, " m"]:
+        rows = []
+        if self.kinds:
+            A1, A2 = self.frames(Q, params)
+            for k, kind in enumerate(self.kinds):
+                R1, R2 = A1[k, :3, :3], A2[k, :3, :3]
+                dp = A2[k, :3, 3] - A1[k, :3, 3]
+                if kind in ("weld", "point"):
+                    rows.append(dp)
+                if kind == "weld":
+                    S = R1.T @ R2
+                    vee = jnp.stack([S[2, 1] - S[1, 2], S[0, 2] - S[2, 0], S[1, 0] - S[0, 1]])
+                    rows.append(0.5 * vee)
+                elif kind == "point_on_line":
+                    rows.append(jnp.stack([dp @ R1[:, 1], dp @ R1[:, 2]]))
+                elif kind == "distance":
+                    rows.append(jnp.sqrt(dp @ dp)[None] - params["value"][k])
+        for c, (d, s) in enumerate(zip(self.coupled, self.coupling_sources, strict=True)):
+            g = params["couplings"][c]
+            rows.append((Q[d] - params["scales"][c] * g(coupling_argument(Q, s)))[None])
+        return jnp.concatenate(rows)

@@ -18,6 +18,10 @@ from jaxtyping import Array, Bool, Float
 from .base import AbstractJointMap
 
 
+#: Newton iterations per continuation step of :meth:`ImplicitMap.guess`.
+CONTINUATION_NEWTON = 2
+
+
 class ImplicitSolution(NamedTuple):
     """Result of :meth:`ImplicitMap.solve` at one q (a status instead of an error).
 
@@ -54,7 +58,10 @@ class ImplicitMap(AbstractJointMap):
     warm start *chooses the branch*: it must be a function of q that stays in the same basin over
     the whole motion. In order of precedence it is ``initial_guess(q, params)`` (a closed-form
     branch, or a cheap approximation), ``warm_start(q)[dependent]`` (another joint map, e.g. a
-    :class:`PremodelMap` of this one built by continuation), or the constant reference assembly
+    :class:`PremodelMap` of this one built by continuation), continuation from the assembly
+    ``reference`` at ``reference_q`` (``continuation`` steps along the straight line to q, each
+    a few Newton iterations from the previous step's solution: a fixed cost that follows the
+    branch of the reference over large excursions), or the constant reference assembly
     ``reference`` (adequate only for small excursions).
 
     Failure is never a silent NaN: if after ``iterations`` steps ``max|g| > tol`` (no solution near
@@ -76,6 +83,8 @@ class ImplicitMap(AbstractJointMap):
         tol: static residual tolerance (constraint units) for the convergence check.
         rcond: static threshold on min|U_kk| / max|U_kk| of the LU of ∂g/∂f (singularity check).
         check: static; raise on failure (``True``) or leave the status to :meth:`solve`.
+        reference_q: (nq,) the q at which ``reference`` is the assembly (for ``continuation``).
+        continuation: static number of continuation steps (0: none).
     """
 
     constraints: Callable = eqx.field(static=True)
@@ -91,6 +100,8 @@ class ImplicitMap(AbstractJointMap):
     check: bool = eqx.field(static=True)
     nq: int = eqx.field(static=True)
     nj: int = eqx.field(static=True)
+    reference_q: Float[Array, " nq"] | None
+    continuation: int = eqx.field(static=True)
 
     def __init__(
         self,
@@ -108,6 +119,8 @@ class ImplicitMap(AbstractJointMap):
         tol: float = 1e-9,
         rcond: float = 1e-12,
         check: bool = True,
+        reference_q=None,
+        continuation: int = 0,
     ):
         self.constraints = constraints
         self.nq, self.nj = int(nq), int(nj)
@@ -146,6 +159,19 @@ class ImplicitMap(AbstractJointMap):
         self.tol = float(tol)
         self.rcond = float(rcond)
         self.check = bool(check)
+        self.continuation = int(continuation)
+        if self.continuation < 0:
+            raise ValueError(f"ImplicitMap: continuation must be >= 0, got {continuation}")
+        if self.continuation and reference_q is None:
+            raise ValueError(
+                "ImplicitMap: continuation needs reference_q (where `reference` holds)"
+            )
+        self.reference_q = None if reference_q is None else jnp.asarray(reference_q, dtype=float)
+        if self.reference_q is not None and self.reference_q.shape != (self.nq,):
+            raise ValueError(
+                f"ImplicitMap: reference_q has shape {self.reference_q.shape},"
+                f" expected ({self.nq},)"
+            )
 
     def replace(self, **changes) -> ImplicitMap:
         """A copy with some constructor arguments changed (e.g. ``check=False``, ``iterations``)."""
@@ -193,9 +219,26 @@ class ImplicitMap(AbstractJointMap):
             x = jnp.asarray(self.initial_guess(q, self.params))
         elif self.warm_start is not None:
             x = self.warm_start(q)[np.asarray(self.dependent)]
+        elif self.continuation:
+            x = self._continue(jax.lax.stop_gradient(q))
         else:
             x = self.reference
         return jax.lax.stop_gradient(jnp.broadcast_to(x, (self.m,)).astype(jnp.result_type(q)))
+
+    def _continue(self, q):
+        """Continuation from ``(reference_q, reference)`` to q: at s = k/K (k = 1..K) a few
+        Newton steps at ``q(s) = reference_q + s (q − reference_q)`` from the previous solution."""
+        q0 = self.reference_q.astype(jnp.result_type(q))
+        gf = jax.jacfwd(self.residual, argnums=0)
+
+        def step(k, x):
+            qs = q0 + (k + 1) / self.continuation * (q - q0)
+            for _ in range(CONTINUATION_NEWTON):
+                x = x - jnp.linalg.solve(gf(x, qs), self.residual(x, qs))
+            return x
+
+        x0 = self.reference.astype(jnp.result_type(q))
+        return jax.lax.fori_loop(0, self.continuation, step, x0)
 
     def _newton(self, q, x0):
         """Fixed-count Newton iterations; returns the iterate, residual and singularity flag.

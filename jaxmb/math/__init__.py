@@ -24,6 +24,7 @@ from .functions import (
     LinearCombination,
     LinearFunction,
     MultiplierFunction,
+    MultivariatePolynomialFunction,
     NaturalCubicSpline,
     PiecewiseLinearFunction,
     PolynomialFunction,

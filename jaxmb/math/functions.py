@@ -38,6 +38,7 @@ __all__ = [
     "NaturalCubicSpline",
     "PiecewiseLinearFunction",
     "MultiplierFunction",
+    "MultivariatePolynomialFunction",
     "UnsupportedFunctionError",
     "FUNCTION_TYPES",
 ]
@@ -232,6 +233,63 @@ class PiecewiseLinearFunction(AbstractFunction):
         k = jnp.clip(jnp.searchsorted(x, t, side="right") - 1, 0, x.shape[0] - 2)
         slope = (y[k + 1] - y[k]) / (x[k + 1] - x[k])
         return y[k] + slope * (t - x[k])
+
+
+class MultivariatePolynomialFunction(eqx.Module):
+    """OpenSim's ``MultivariatePolynomialFunction``: ``g(x) = Σ c_t Π_d x_d^(e_t,d)`` of a vector
+    x (dimension 1–4, order ≥ 0), e.g. a CoordinateCouplerConstraint of several coordinates.
+
+    The terms are in OpenSim's order: nested loops over the powers of x₀, then x₁, …, each from 0
+    up to what the order leaves (for 2-D, order 2: 1, y, y², x, xy, x²), checked against
+    OpenSim 4.6's ``getTermValues``.
+
+    Attributes:
+        coefficients: (n_terms,) one per term.
+        exponents: static, per term the power of each variable.
+    """
+
+    coefficients: Float[Array, " n"]
+    exponents: tuple[tuple[int, ...], ...] = eqx.field(static=True)
+
+    def __init__(self, coefficients, dimension: int, order: int):
+        dimension, order = int(dimension), int(order)
+        if not 1 <= dimension <= 4 or order < 0:
+            raise UnsupportedFunctionError(
+                f"MultivariatePolynomialFunction: dimension {dimension} (1-4) and order {order}"
+                " (>= 0) out of range"
+            )
+        self.exponents = tuple(_exponents(dimension, order))
+        c = jnp.atleast_1d(jnp.asarray(coefficients, dtype=float))
+        if c.shape != (len(self.exponents),):
+            raise UnsupportedFunctionError(
+                f"MultivariatePolynomialFunction: {c.shape[0]} coefficients, expected"
+                f" {len(self.exponents)} for dimension {dimension} and order {order}"
+            )
+        self.coefficients = c
+
+    @property
+    def dimension(self) -> int:
+        return len(self.exponents[0])
+
+    @property
+    def is_constant(self) -> bool:
+        """True when every term but the constant one has a zero coefficient (concrete values)."""
+        return bool(np.all(np.asarray(self.coefficients)[1:] == 0))
+
+    def __call__(self, x: Float[Array, " dim"]) -> Float[Array, ""]:
+        x = jnp.asarray(x)
+        terms = [
+            jnp.prod(jnp.stack([x[d] ** e for d, e in enumerate(t)])) for t in self.exponents
+        ]
+        return jnp.stack(terms) @ self.coefficients.astype(x.dtype)
+
+
+def _exponents(dimension: int, order: int, prefix=()):
+    if len(prefix) == dimension:
+        yield prefix
+        return
+    for e in range(order - sum(prefix) + 1):
+        yield from _exponents(dimension, order, prefix + (e,))
 
 
 FUNCTION_TYPES = (

@@ -398,3 +398,20 @@ def test_premodel_validation(fb4):
     with pytest.raises(ValueError, match="nq = 1 or 2"):
         premodel(random_coupling(np.random.default_rng(0), 3, 2), [(0, 1)] * 3, 9)
     assert isinstance(premodel(fb4.joint_map, [(0.1, 0.5)], 9), PremodelMap)
+
+
+def test_implicit_continuation_follows_the_reference_branch():
+    """A unit circle x² + y² = 1 with y dependent: from the lower assembly y = −1 at x = 0, the
+    continuation stays on the lower branch at x = 0.9 (plain Newton from y = +0.1 would not), and
+    continuation without the q of the reference assembly is refused."""
+
+    def circle(f, q, p):
+        return f[1:] ** 2 + f[:1] ** 2 - 1.0
+
+    jm = ImplicitMap(
+        circle, 1, 2, dependent=[1], reference=[-1.0], reference_q=[0.0], continuation=8
+    )
+    f = jm(jnp.asarray([0.9]))
+    assert abs(float(f[1]) + np.sqrt(1 - 0.81)) < 1e-12
+    with pytest.raises(ValueError, match="continuation needs reference_q"):
+        ImplicitMap(circle, 1, 2, dependent=[1], reference=[-1.0], continuation=4)

@@ -23,6 +23,7 @@ import numpy as np
 from ...math import AbstractFunction, Constant, LinearFunction, UnsupportedFunctionError
 from .functions import parse_function
 from .xml import (
+    FRAME_CONSTRAINTS,
     SUPPORTED_JOINTS,
     MuscleSpec,
     OsimCoordinate,
@@ -40,6 +41,7 @@ from .xml import (
 )
 
 __all__ = ["OsimDocument", "JointSpec", "TransformAxisSpec", "osim_xml", "JOINT_AXES"]
+
 
 # OpenSim writes a property of a base class as ``<Class::property>`` (e.g.
 # ``<HuntCrossleyForce::ContactParametersSet>``): not a well-formed XML name, read by OpenSim as
@@ -81,11 +83,12 @@ JOINT_AXES = {
 @dataclasses.dataclass
 class TransformAxisSpec:
     """One moving or constant axis of a joint: rotation about / translation along ``axis`` (3,),
-    unit, in the joint's frame left by the axes before it, by ``function`` of ``coordinate``."""
+    unit, in the joint's frame left by the axes before it, by ``function`` of ``coordinate`` (a
+    tuple of names for a function of several coordinates)."""
 
     kind: str  # "rotation" | "translation"
     axis: np.ndarray
-    coordinate: str | None
+    coordinate: str | tuple[str, ...] | None
     function: AbstractFunction
     label: str
 
@@ -107,8 +110,9 @@ class JointSpec:
 class OsimDocument:
     """A parsed ``.osim`` file (4.x or 3.0); ``where(what)`` prefixes messages with the file."""
 
-    def __init__(self, path):
+    def __init__(self, path, opensim_inertia_digits: bool = True):
         self.path = str(path)
+        self.opensim_inertia_digits = bool(opensim_inertia_digits)
         try:
             text = Path(self.path).read_bytes()
         except (FileNotFoundError, IsADirectoryError):
@@ -159,6 +163,11 @@ class OsimDocument:
                         for k in ("xx", "yy", "zz", "xy", "xz", "yz")
                     ]
                 )
+                if self.opensim_inertia_digits:
+                    # OpenSim's 3.x -> 4.x upgrade writes the six inertia_* values into one
+                    # <inertia> string with 6 significant digits (MoBL-ARMS' humerus 0.01227763
+                    # becomes 0.0122776, a 6e-8 change of M that near-singular models amplify)
+                    i6 = np.array([float(f"{x:.6g}") for x in i6])
             xx, yy, zz, xy, xz, yz = i6
             inertia = np.array([[xx, xy, xz], [xy, yy, yz], [xz, yz, zz]])
             if mass < 0:
@@ -220,7 +229,8 @@ class OsimDocument:
                 elif child.get("name") is not None:
                     visit(child, posixpath.join(owner, child.get("name")))
 
-        for setname in ("BodySet", "JointSet", "Ground", "components", "ForceSet"):
+        sets = ("BodySet", "JointSet", "Ground", "components", "ForceSet", "ConstraintSet")
+        for setname in sets:
             for el in self.model_el.findall(setname):
                 if setname == "BodySet":
                     visit(el, "/bodyset")
@@ -228,6 +238,8 @@ class OsimDocument:
                     visit(el, "/forceset")
                 elif setname == "JointSet":
                     visit(el, "/jointset")
+                elif setname == "ConstraintSet":
+                    visit(el, "/constraintset")
                 elif setname == "Ground":
                     visit(el, "/ground")
                 else:
@@ -315,17 +327,14 @@ class OsimDocument:
                 )
             else:
                 try:
-                    func = parse_function(fel, w)
+                    func = parse_function(fel, w, dimension=max(len(cnames), 1))
                 except UnsupportedFunctionError as e:
                     raise OsimImportError(str(e)) from None
-            if len(cnames) > 1:
-                raise OsimImportError(
-                    f"{w}: a function of {len(cnames)} coordinates {cnames} is not supported"
-                    " (only functions of one coordinate)"
-                )
-            cname = cnames[0] if cnames else None
-            if cname is not None and cname not in coords:
-                raise OsimImportError(f"{w}: unknown coordinate {cname!r}")
+            for n in cnames:
+                if n not in coords:
+                    raise OsimImportError(f"{w}: unknown coordinate {n!r}")
+            # a function of several coordinates (a MultivariatePolynomialFunction) reads a tuple
+            cname = (cnames[0] if len(cnames) == 1 else tuple(cnames)) if cnames else None
             if cname is None and not func.is_constant:
                 # OpenSim evaluates a function with no coordinates at x = 0
                 func = Constant(float(func(jnp.zeros(()))))
@@ -369,7 +378,12 @@ class OsimDocument:
         cmap = {c.name: c for c in coords}
         if jtype == "CustomJoint":
             axes = self._axes(st, jname, cmap)
-            used_rot = {a.coordinate for a in axes if a.kind == "rotation" and a.coordinate}
+            used_rot = {
+                n
+                for a in axes
+                if a.kind == "rotation" and a.coordinate
+                for n in ((a.coordinate,) if isinstance(a.coordinate, str) else a.coordinate)
+            }
             coords = [
                 dataclasses.replace(c, rotational=c.name in used_rot) if not self._has_mt else c
                 for c in coords
@@ -434,6 +448,8 @@ class OsimDocument:
 
     # ---- constraints -------------------------------------------------------------------------
     def couplings(self, coord_names: list[str], refuse=None):
+        """The CoordinateCouplerConstraints as ``(name, dependent, independent, g, scale)``; the
+        frame constraints are read by :meth:`frame_constraints`, any other type is refused."""
         out = []
         cs = self.model_el.find("ConstraintSet")
         objs = [] if cs is None or cs.find("objects") is None else list(cs.find("objects"))
@@ -443,10 +459,12 @@ class OsimDocument:
             enforced = child_flag(c, "isEnforced", True) and not child_flag(c, "isDisabled", False)
             if not enforced:
                 continue
+            if c.tag in FRAME_CONSTRAINTS:  # read by loops.frame_constraint_specs
+                continue
             if c.tag != "CoordinateCouplerConstraint":
                 msg = (
-                    f"{w}: constraint type {c.tag!r} is not supported"
-                    " (supported: CoordinateCouplerConstraint)"
+                    f"{w}: constraint type {c.tag!r} is not supported (supported:"
+                    f" CoordinateCouplerConstraint, {', '.join(sorted(FRAME_CONSTRAINTS))})"
                 )
                 if refuse is None:
                     raise OsimImportError(msg)
@@ -454,10 +472,8 @@ class OsimDocument:
                 continue
             ind = (child_text(c, "independent_coordinate_names") or "").split()
             dep = child_text(c, "dependent_coordinate_name")
-            if len(ind) != 1:
-                raise OsimImportError(
-                    f"{w}: couplings of {len(ind)} independent coordinates {ind} are not supported"
-                )
+            if not ind:
+                raise OsimImportError(f"{w}: no <independent_coordinate_names>")
             for n in ind + [dep]:
                 if n not in coord_names:
                     raise OsimImportError(f"{w}: unknown coordinate {n!r}")
@@ -465,11 +481,11 @@ class OsimDocument:
             if fel is None:
                 raise OsimImportError(f"{w}: missing <coupled_coordinates_function>")
             try:
-                g = parse_function(fel, w)
+                g = parse_function(fel, w, dimension=len(ind))
             except UnsupportedFunctionError as e:
                 raise OsimImportError(str(e)) from None
             scale = float(child_text(c, "scale_factor", "1"))
-            out.append((name, dep, ind[0], g, scale))
+            out.append((name, dep, ind[0] if len(ind) == 1 else tuple(ind), g, scale))
         deps = [d for _, d, _, _, _ in out]
         for d in set(deps):
             if deps.count(d) > 1:

@@ -19,6 +19,7 @@ from ...math.functions import (
     LinearCombination,
     LinearFunction,
     MultiplierFunction,
+    MultivariatePolynomialFunction,
     NaturalCubicSpline,
     PiecewiseLinearFunction,
     PolynomialFunction,
@@ -56,16 +57,35 @@ def _child_text(el: ET.Element, tag: str) -> str | None:
     return None if c is None else c.text
 
 
-def parse_function(el: ET.Element, where: str = "") -> AbstractFunction:
+def parse_function(el: ET.Element, where: str = "", dimension: int = 1):
     """Build a function from an OpenSim XML element such as ``<SimmSpline>…</SimmSpline>``.
 
     ``el`` may also be a wrapper holding exactly one function element (3.0's ``<function>``,
     ``<coupled_coordinates_function>``). ``where`` names the owner in error messages.
+    ``dimension``: the number of arguments (a CoordinateCouplerConstraint's independent
+    coordinates); above 1 only a ``MultivariatePolynomialFunction`` of that dimension is read
+    (a :class:`~jaxmb.math.MultivariatePolynomialFunction`, called with a vector).
 
     Raises:
         UnsupportedFunctionError: for any type not in :data:`FUNCTION_TYPES` (GCVSpline, Sine,
             StepFunction, ...), naming the type and ``where``.
     """
+    if el.tag == "MultivariatePolynomialFunction":
+        label = f"{where}: {el.tag}"
+        dim = int(_floats(_child_text(el, "dimension") or "2", label)[0])
+        order = int(_floats(_child_text(el, "order") or "1", label)[0])
+        if dim != dimension:
+            raise UnsupportedFunctionError(
+                f"{label}: dimension {dim}, but it is a function of {dimension} coordinates"
+            )
+        return MultivariatePolynomialFunction(
+            _floats(_child_text(el, "coefficients"), label), dim, order
+        )
+    if dimension != 1 and el.tag in FUNCTION_TYPES:
+        raise UnsupportedFunctionError(
+            f"{where}: {el.tag} is a function of one coordinate, given {dimension} (OpenSim reads"
+            " MultivariatePolynomialFunction for several)"
+        )
     if el.tag not in FUNCTION_TYPES:
         children = [c for c in el if isinstance(c.tag, str)]
         if len(children) == 1 and el.tag in (
@@ -75,7 +95,7 @@ def parse_function(el: ET.Element, where: str = "") -> AbstractFunction:
             "y_location",
             "z_location",
         ):
-            return parse_function(children[0], where)
+            return parse_function(children[0], where, dimension)
         if el.tag in ("function",) and not children:
             raise UnsupportedFunctionError(f"{where}: empty <function> element")
         raise UnsupportedFunctionError(

@@ -23,7 +23,9 @@ map. Massless bodies have no inertia (Simbody stores inertia per unit mass), as 
 
 CoordinateCouplerConstraints are folded into the joint map: a dependent coordinate is
 ``scale · g(independent)``, so the model's q are OpenSim's independent coordinates, in OpenSim's
-order, with OpenSim's names. Locked coordinates stay coordinates and are listed in
+order, with OpenSim's names. Weld, Point, PointOnLine and ConstantDistance constraints close loops:
+:func:`~jaxmb.io.osim.loops.closed_loops` makes as many coordinates dependent as they have
+equations, solved by Newton inside JAX (an :class:`~jaxmb.joint_maps.ImplicitMap`). Locked coordinates stay coordinates and are listed in
 :attr:`OsimImport.locked`. Anything else (another joint type, a function type jaxmb cannot evaluate,
 another constraint type, a reversed joint, a multivariate coupling) raises :class:`OsimImportError`
 naming the element and its type.
@@ -55,6 +57,7 @@ from ...math import AbstractFunction, Constant
 from ...model import PRISMATIC, REVOLUTE, Body, Model, ModelError, build_model
 from .document import JointSpec, OsimDocument
 from .forces import osim_forces
+from .loops import closed_loops, frame_constraint_specs
 from .muscles import model_with_muscles, path_set
 from .xml import (
     MuscleSpec,
@@ -79,6 +82,7 @@ def read_osim(
     zero_inertia: tuple[str, ...] = (),
     unsupported: str = "raise",
     locked: str = "hold",
+    inertia: str = "opensim",
 ) -> OsimImport:
     """Read an OpenSim model (4.x or 3.0 ``.osim``) into a jaxmb model plus the import's details.
 
@@ -93,6 +97,9 @@ def read_osim(
         locked: ``"hold"`` (default, OpenSim's meaning): a locked coordinate is held at its
             default value by the joint map and is not one of the model's coordinates;
             ``"free"``: locked coordinates stay coordinates (the lock is ignored).
+        inertia: ``"opensim"`` (default): a 3.x file's ``inertia_xx`` … values rounded to 6
+            significant digits, as OpenSim 4.6's upgrade of the file does (so M is OpenSim's);
+            ``"file"``: the numbers as written.
 
     Raises:
         OsimImportError: naming the unsupported or malformed element, its type and the file;
@@ -102,7 +109,9 @@ def read_osim(
         raise ValueError(f"unsupported must be 'raise' or 'warn', got {unsupported!r}")
     if locked not in ("hold", "free"):
         raise ValueError(f"locked must be 'hold' or 'free', got {locked!r}")
-    P = OsimDocument(path)
+    if inertia not in ("opensim", "file"):
+        raise ValueError(f"inertia must be 'opensim' or 'file', got {inertia!r}")
+    P = OsimDocument(path, opensim_inertia_digits=inertia == "opensim")
     left_out: list[str] = []
 
     def refuse(message: str):
@@ -168,8 +177,11 @@ def read_osim(
     resolved = {cnames[i] for i in independent + held}
     coupling_order = []
     todo = list(couplings)
+    frames = frame_constraint_specs(P)
+    if frames:  # every coupling is one more equation of the loops' implicit map
+        coupling_order, todo = todo, []
     while todo:
-        ready = [c for c in todo if c[2] in resolved]
+        ready = [c for c in todo if set(_names(c[2])) <= resolved]
         if not ready:
             raise OsimImportError(
                 P.where(f"coupling constraints {[c[0] for c in todo]} form a cycle")
@@ -241,7 +253,7 @@ def read_osim(
                 )
                 T = T @ X
                 continue
-            src = cnames.index(a.coordinate)
+            src = _source_index(cnames, a.coordinate)
             is_last = a is last
             name = j.child if is_last else f"{j.name}/{a.label}"
             if name in used_names and not is_last:
@@ -286,7 +298,7 @@ def read_osim(
         coupling_scales=jnp.asarray([c[4] for c in coupling_order], dtype=float),
         sources=tuple(sources),
         coupled=tuple(cnames.index(c[1]) for c in coupling_order),
-        coupling_sources=tuple(cnames.index(c[2]) for c in coupling_order),
+        coupling_sources=tuple(_source_index(cnames, c[2]) for c in coupling_order),
         independent=tuple(independent),
         nfull=len(cnames),
         nq=len(independent),
@@ -310,6 +322,11 @@ def read_osim(
     # build_model rejects point masses (mass > 0, zero inertia) which OpenSim allows: it validated
     # placeholders above; the bodies' real inertias (checked in OsimDocument.bodies) go in here.
     model = eqx.tree_at(lambda m: m.inertia, model, jnp.asarray(np.stack(inertias)))
+    loop_dependent: dict[str, str] = {}
+    if frames:
+        model, loop_dependent = closed_loops(
+            P, model, frames, coupling_order, cnames, coords, body_frames
+        )
     euler = {c.name for j in joints if j.type in ("BallJoint", "FreeJoint") for c in j.coordinates[:3]}
     coupled = {c[1]: (c[0], c[2]) for c in coupling_order}
     imp = OsimImport(
@@ -319,6 +336,7 @@ def read_osim(
         locked=tuple(c.name for c in coords if c.locked),
         left_out=tuple(left_out),
         euler_rotations=tuple(c.name for c in coords if c.name in euler),
+        constrained=loop_dependent,
         body_frames={k: v for k, v in body_frames.items()},
         jaxmb_joints=tuple(labels),
         muscles=P.muscles(),
@@ -337,6 +355,16 @@ def read_osim(
             stacklevel=2,
         )
     return dataclasses.replace(imp, model=model, left_out=tuple(left_out))
+
+
+def _names(source: str | tuple[str, ...]) -> tuple[str, ...]:
+    """The independent coordinates of a coupling: one name, or a tuple of them."""
+    return (source,) if isinstance(source, str) else tuple(source)
+
+
+def _source_index(cnames: list[str], source: str | tuple[str, ...]) -> int | tuple[int, ...]:
+    """Index in Q of a coupling's independent coordinate (a tuple of indices for several)."""
+    return cnames.index(source) if isinstance(source, str) else tuple(map(cnames.index, source))
 
 
 def _controllers_and_probes(P: OsimDocument, refuse) -> list[str]:
@@ -399,6 +427,7 @@ def load_osim(
     muscles: str = "supported",
     unsupported: str = "raise",
     locked: str = "hold",
+    inertia: str = "opensim",
 ) -> Model:
     """Load an OpenSim model (4.x or 3.0 ``.osim``) as a jaxmb :class:`~jaxmb.model.Model`.
 
@@ -413,11 +442,13 @@ def load_osim(
             represent and warns naming those it leaves out and why; ``"all"`` raises
             :class:`OsimImportError` for the first muscle it cannot build; ``"none"`` imports no
             muscles. A muscle whose ``appliesForce`` is false is not a muscle of the model.
-        unsupported, locked: as for :func:`read_osim`.
+        unsupported, locked, inertia: as for :func:`read_osim`.
     """
     if muscles not in ("supported", "all", "none"):
         raise ValueError(f"muscles must be 'supported', 'all' or 'none', got {muscles!r}")
-    imp = read_osim(path, zero_inertia=zero_inertia, unsupported=unsupported, locked=locked)
+    imp = read_osim(
+        path, zero_inertia=zero_inertia, unsupported=unsupported, locked=locked, inertia=inertia
+    )
     imp = dataclasses.replace(imp, muscles=tuple(m for m in imp.muscles if m.applies_force))
     if muscles == "none" or not imp.muscles:
         return imp.model

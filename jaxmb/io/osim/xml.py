@@ -203,6 +203,36 @@ class OsimCoordinate:
     clamped: bool
 
 
+#: OpenSim's constraints between body frames, read as :class:`FrameConstraintSpec` kinds.
+FRAME_CONSTRAINTS = {
+    "WeldConstraint": "weld",
+    "PointConstraint": "point",
+    "PointOnLineConstraint": "point_on_line",
+    "ConstantDistanceConstraint": "distance",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class FrameConstraintSpec:
+    """A closed-loop constraint between two body frames (OpenSim body names, "ground" too).
+
+    ``kind`` is ``"weld"`` (WeldConstraint: the frames coincide), ``"point"`` (PointConstraint:
+    their origins coincide), ``"point_on_line"`` (PointOnLineConstraint: frame 1's origin and x
+    axis are the line, frame 2's origin the follower point) or ``"distance"``
+    (ConstantDistanceConstraint: the origins stay ``value`` m apart). ``X1``, ``X2``: (4, 4) poses
+    of the frames in their bodies' OpenSim frames (m).
+    """
+
+    name: str
+    type: str
+    kind: str
+    body1: str
+    X1: np.ndarray
+    body2: str
+    X2: np.ndarray
+    value: float = 0.0
+
+
 @dataclasses.dataclass(frozen=True)
 class PathPointSpec:
     """One point of a muscle path, in the OpenSim body's own frame (m).
@@ -292,6 +322,8 @@ class OsimImport:
         euler_rotations: the rotational coordinates of ball and free joints (body-fixed X-Y-Z
             Euler angles; OpenSim's generalized speeds there are angular velocities, see
             :meth:`speeds_from_rates`).
+        constrained: ``{coordinate: constraint names}`` of the coordinates that closed loops
+            (Weld, Point, PointOnLine, ConstantDistance constraints) make dependent.
     """
 
     model: Model
@@ -306,6 +338,7 @@ class OsimImport:
     wrap_objects: dict[str, WrapObjectSpec] = dataclasses.field(default_factory=dict)
     left_out: tuple[str, ...] = ()
     euler_rotations: tuple[str, ...] = ()
+    constrained: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def point_in_model(self, body: str, location) -> tuple[int, np.ndarray]:
         """``(jaxmb body index, position in that body's frame)`` of a point on an OpenSim body."""
