@@ -5,7 +5,8 @@ commit 984ec0b) in a second process, interleaved.
 For each model (Andrews' squeezer, chain(7)) and each public function — ``forward_dynamics``,
 ``mass_matrix``, ``bias_forces``, ``gravity_forces`` — a ``jax.jit`` of a ``lax.scan`` of
 ``--steps`` calls at ``q0 + 0.001 i`` (and a fixed q̇) is compiled once per tree; the time per call
-is the best of ``--best`` scans. Both trees run as persistent worker processes (this script with
+is the best of ``--best`` scans in process CPU time (wall time, recorded too, is
+dominated by the scheduler on a loaded 2-core machine). Both trees run as persistent worker processes (this script with
 ``--worker``, ``PYTHONPATH`` set to the tree) that time one function at a time in turn, so a busy
 machine hits both alike. The ratio printed is base / this tree (> 1: this tree faster); the load
 average is recorded with every round. Writes ``benchmarks/results/per_state_terms.json`` and
@@ -80,12 +81,14 @@ def _worker(steps: int, best: int) -> None:
     for line in sys.stdin:
         mname, fname = line.split()
         run, first = compiled(mname, fname)
-        times = []
+        times, cpu = [], []
         for _ in range(best):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             jax.block_until_ready(run())
             times.append((time.perf_counter() - t0) / steps)
-        print(json.dumps({"us": 1e6 * min(times), "first_call_s": first}), flush=True)
+            cpu.append((time.process_time() - c0) / steps)
+        out = {"us": 1e6 * min(cpu), "wall_us": 1e6 * min(times), "first_call_s": first}
+        print(json.dumps(out), flush=True)
 
 
 # ------------------------------------------------------------------------------------------------
