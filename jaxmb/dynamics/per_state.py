@@ -33,17 +33,16 @@ __all__ = ["tree_terms"]
 _WANT = ("m", "n", "g")
 
 
-def _one_state(model: Model, q, qd, want: tuple[str, ...]):
-    M, h, G = projected_terms(
-        model, tree_kinematics(model, q), qd, want_m="m" in want, want_g="g" in want
-    )
+def _one_state(model: Model, q, qd, want: tuple[str, ...], identity: bool):
+    M, h, G = projected_terms(model, tree_kinematics(model, q), qd, want_m="m" in want,
+                              want_g="g" in want, want_n="n" in want, identity_map=identity)  # fmt: skip
     return tuple({"m": M, "n": h, "g": G}[w] for w in want)
 
 
 def _vmappable(static, want: tuple[str, ...], identity: bool):
     @jax.custom_batching.custom_vmap
     def terms(dyn, q, qd):
-        return _one_state(eqx.combine(dyn, static), q, qd, want)
+        return _one_state(eqx.combine(dyn, static), q, qd, want, identity)
 
     @terms.def_vmap
     def rule(axis_size, in_batched, dyn, q, qd):
@@ -51,7 +50,7 @@ def _vmappable(static, want: tuple[str, ...], identity: bool):
         if any(jax.tree_util.tree_leaves(dyn_b)):  # a batch of models: the one-state code
             axes = (jax.tree_util.tree_map(lambda b: 0 if b else None, dyn_b),
                     0 if q_b else None, 0 if qd_b else None)  # fmt: skip
-            one = lambda d, a, b: _one_state(eqx.combine(d, static), a, b, want)
+            one = lambda d, a, b: _one_state(eqx.combine(d, static), a, b, want, identity)
             out = jax.vmap(one, in_axes=axes)(dyn, q, qd)
             return out, tuple(True for _ in out)
         model = eqx.combine(dyn, static)
@@ -70,7 +69,7 @@ def _vmappable(static, want: tuple[str, ...], identity: bool):
 
     # derivatives by the one-state code (custom_vmap alone has no reverse mode): the value comes
     # from `terms` (its batching rule under vmap), the tangents from a JVP of the same algorithm
-    plain = lambda dyn, q, qd: _one_state(eqx.combine(dyn, static), q, qd, want)
+    plain = lambda dyn, q, qd: _one_state(eqx.combine(dyn, static), q, qd, want, identity)
 
     @jax.custom_jvp
     def differentiable(dyn, q, qd):

@@ -44,7 +44,7 @@ from jaxtyping import Array, Float
 
 from ..forces import applied_forces
 from ..joint_maps import LinearMap
-from ..kinematics import Kinematics, cross3, joint_axes, mm3, mv3, world_poses
+from ..kinematics import Kinematics, cross3, joint_axes, mm3, mv3, small_einsum, world_poses
 from ..model import Model, ModelError
 
 __all__ = [
@@ -69,8 +69,9 @@ def _dot(a, b):
 
 
 def _anc_sum(mask, x):
-    """Σ_j mask[i, j] x[..., j, :] for x (..., nb, B): one matrix product over the bodies."""
-    return jnp.einsum("ij,...jb->...ib", mask, x)
+    """Σ_j mask[i, j] x[k, j, b] for x (k, nb, B): one matrix product over the bodies, or (one
+    state, small trees) a fused broadcast-sum: a CPU dot call costs more than the whole sum there."""
+    return small_einsum("ij,kjb->kib", mask, x)
 
 
 def joint_space_terms(
@@ -113,12 +114,13 @@ def joint_space_terms(
     m = model.mass.astype(dtype)[:, None]
     cw = o + mv3(R, model.com.astype(dtype).T[:, :, None])
     h = m * cw
-    Ic = jnp.moveaxis(model.inertia.astype(dtype), 0, 2)[:, :, :, None]  # (3, 3, nb, 1)
-    eye = jnp.eye(3, dtype=dtype)[:, :, None, None]
-    # R I_c Rᵀ as broadcast products: an einsum here becomes nb·B tiny 3×3 dots on the CPU
-    Ibar = mm3(mm3(R, Ic), jnp.swapaxes(R, 0, 1)) + m * (
-        _dot(cw, cw) * eye - cw[:, None] * cw[None, :]
-    )
+    if want_m or want_c:  # gravity alone needs only m and h
+        Ic = jnp.moveaxis(model.inertia.astype(dtype), 0, 2)[:, :, :, None]  # (3, 3, nb, 1)
+        eye = jnp.eye(3, dtype=dtype)[:, :, None, None]
+        # R I_c Rᵀ as broadcast products: an einsum here becomes nb·B tiny 3×3 dots on the CPU
+        Ibar = mm3(mm3(R, Ic), jnp.swapaxes(R, 0, 1)) + m * (
+            _dot(cw, cw) * eye - cw[:, None] * cw[None, :]
+        )
 
     def inertia_apply(Ib, h, m, w, v):
         return mv3(Ib, w) + cross3(h, v), m * v - cross3(h, w)
@@ -190,6 +192,15 @@ def batch_last_kinematics(kin: Kinematics):
     return R, o, kin.S[:, :3].T[..., None], kin.S[:, 3:].T[..., None]
 
 
+def _materialized(x: Float[Array, " n"]) -> Float[Array, " n"]:
+    """x, computed once: a product with the identity matrix, which XLA:CPU does not fuse into its
+    consumers. Without it the joint-map expressions behind θ̇ and γ (a closed-loop solution and its
+    second derivatives) are fused into every elementwise consumer and recomputed per element of
+    the (6, nb) twists that read them (Andrews, one state: N q̇ 39 µs, 17 µs with this product;
+    ``lax.optimization_barrier`` did not prevent the fusion)."""
+    return jnp.eye(x.shape[0], dtype=x.dtype) @ x
+
+
 def projected_terms(
     model: Model,
     kin: Kinematics,
@@ -197,27 +208,50 @@ def projected_terms(
     qdd: Float[Array, " nq"] | None = None,
     want_m: bool = True,
     want_g: bool = True,
+    want_n: bool = True,
+    identity_map: bool | None = None,
 ):
     """One state's ``(M (nq, nq), RNEA(q, q̇, q̈) (nq,), G (nq,))`` in q from its kinematics.
 
     The middle term is ``Jᵀ c_θ(θ̇, θ̈)`` with ``θ̈ = J q̈ + γ`` (``qdd=None``: q̈ = 0, so it is
-    N q̇, the Coriolis and centrifugal forces); gravity is not in it. Entries not wanted are None.
+    N q̇, the Coriolis and centrifugal forces); gravity is not in it. Entries not wanted
+    (``want_m``, ``want_n``, ``want_g``) are None and not computed. ``identity_map``: as in
+    :func:`equations_of_motion_bm` (``f = q`` skips the projection through J and H).
+
+    This is the batch-last kernel at B = 1: the same code as the batched path, with every small
+    contraction a fused broadcast-sum (:func:`jaxmb.kinematics.small_einsum`).
     """
     R, o, Sw, Sv = batch_last_kinematics(kin)
     dtype = o.dtype
-    qd = jnp.asarray(qd, dtype)
-    thd = kin.J @ qd
-    thdd = jnp.einsum("jlm,l,m->j", kin.H, qd, qd)
-    if qdd is not None:
-        thdd = thdd + kin.J @ jnp.asarray(qdd, dtype)
+    identity = _resolve_identity(model, identity_map)
+    thd = thdd = None
+    if want_n:
+        qd = jnp.asarray(qd, dtype)
+        if identity:
+            thd, thdd = qd, None if qdd is None else jnp.asarray(qdd, dtype)
+        else:
+            thd = small_einsum("jl,l->j", kin.J, qd)
+            thdd = small_einsum("jlm,l,m->j", kin.H, qd, qd)
+            if qdd is not None:
+                thdd = thdd + small_einsum("jl,l->j", kin.J, jnp.asarray(qdd, dtype))
+            thdd = _materialized(thdd)
+        thd = thd[:, None]
+        thdd = None if thdd is None else thdd[:, None]
+    else:
+        thd = jnp.zeros((kin.f.shape[0], 1), dtype)
     Mt, ct, Gt = joint_space_terms(
-        model, R, o, Sw, Sv, thd[:, None], thdd[:, None], want_m=want_m, want_g=want_g
+        model, R, o, Sw, Sv, thd, thdd, want_m=want_m, want_g=want_g, want_c=want_n
     )
+    if identity:
+        return (None if Mt is None else Mt[..., 0], None if ct is None else ct[:, 0],
+                None if Gt is None else Gt[:, 0])  # fmt: skip
     J = kin.J.astype(dtype)
-    M = None if Mt is None else J.T @ Mt[..., 0] @ J
-    if M is not None:
+    M = None
+    if Mt is not None:
+        M = small_einsum("jk,jl,lm->km", J, Mt[..., 0], J)
         M = 0.5 * (M + M.T)  # exactly symmetric, as the Cholesky solve assumes
-    return M, J.T @ ct[:, 0], None if Gt is None else J.T @ Gt[:, 0]
+    project = lambda x: None if x is None else small_einsum("jk,j->k", J, x[:, 0])
+    return M, project(ct), project(Gt)
 
 
 def equations_of_motion_bm(
@@ -285,8 +319,12 @@ def equations_of_motion_bm(
 def cholesky_solve_bm(M: Float[Array, "n n B"], rhs: Float[Array, "n B"]) -> Float[Array, "n B"]:
     """Solve M x = rhs for (n, n, B) symmetric positive definite M, unrolled (n³/6 vector ops);
     NaN where M is not positive definite (a non-positive pivot)."""
-    n = M.shape[0]
-    if n > 12:  # the unrolled graph grows as n³; LAPACK per state is cheaper to compile
+    n, B = M.shape[0], M.shape[-1]
+    # the unrolled graph grows as n³, LAPACK per state is cheaper to compile above n = 12; for one
+    # state (a right-hand side inside the user's solver) one LAPACK call beats the n³/6 scalar
+    # operations from n = 3 (chain(7), CPU time: forward dynamics 13.3–13.9 → 10.6–11.1 µs, load 14);
+    # a 1×1 or 2×2 stays unrolled
+    if n > 12 or (B == 1 and n > 2):
         Mb, rb = jnp.moveaxis(M, -1, 0), rhs.T
         x = jax.vmap(lambda a, b: jsl.cho_solve(jsl.cho_factor(a, lower=True), b))(Mb, rb)
         return x.T
