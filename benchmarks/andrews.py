@@ -460,7 +460,9 @@ def main(argv=None):
               f"premodel ODE {p}: DAE/ODE = {headline[clock]['dae_over_ode']}, DAE/premodel "
               f"ODE = {headline[clock]['dae_over_ode_premodel']}")  # fmt: skip
 
-    default = default_simulate(model, tols, repeats, y_ref, all_solves, routes, daes)
+    # the public call needs a tolerance below 1e-8 to reach 1e-8 rad: add one where the set stops
+    default_tols = tols if min(tols) < 1e-8 else [*tols, 1e-9]
+    default = default_simulate(model, default_tols, repeats, y_ref, all_solves, routes, daes)
 
     best = ratios["erk/tsit5"]["cpu_s"]["best_dae"] or daes[0]
     alpha = beta = float(best[len("dae_a") :])
@@ -517,7 +519,8 @@ def main(argv=None):
 
 def default_simulate(model, tols, repeats, y_ref, all_solves, routes, daes):
     """The public call, timed whole (Python included): ``mb.simulate(model, q0, q̇0, T1,
-    rtol=tol, atol=tol)`` with its default solver (and with ``solver="dopri8"``), against every
+    rtol=tol, atol=tol)`` with its default solver (and with ``solver="dopri8"``; the default
+    ``"auto"`` picks Dopri8 on the premodel route), against every
     DAE configuration, interleaved in the same rounds; time at 1e-6 and 1e-8 rad by log-log
     interpolation, the DAE credited with its best integrator, solver and gain."""
     q0, qd0 = jnp.array([an.BETA0]), jnp.zeros(1)
