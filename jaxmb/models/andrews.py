@@ -113,16 +113,23 @@ def reference_solution() -> tuple[np.ndarray, np.ndarray]:
 def _circle_intersection(c1, r1, c2, r2, side):
     """The point at distances r1 from c1 and r2 from c2 on the ``side`` (±1) of the ray c1 → c2.
 
-    Raises (``equinox.error_if``) where the circles do not meet: the loop cannot be assembled.
+    NaN where the circles do not meet (the loop cannot be assembled):
+    :meth:`AndrewsJointMap.__call__` raises on it once, not per intersection and derivative order.
     """
     dv = c2 - c1
     L2 = dv @ dv
     a = 0.5 * (r1 * r1 - r2 * r2 + L2) / L2  # along dv, as a fraction of |dv|
     h2 = r1 * r1 / L2 - a * a  # (height / |dv|)²
-    h2 = eqx.error_if(h2, h2 <= 0.0, "Andrews' squeezer: a loop cannot be closed at this q")
-    h = jnp.sqrt(h2)
+    h = jnp.sqrt(jnp.where(h2 > 0.0, h2, jnp.nan))
     perp = jnp.stack([-dv[1], dv[0]])
     return c1 + a * dv + side * h * perp
+
+
+def _assembled(f):
+    """f, raising (``equinox.error_if``) where the loops could not be closed (f not finite)."""
+    return eqx.error_if(
+        f, ~jnp.all(jnp.isfinite(f)), "Andrews' squeezer: a loop cannot be closed at this q"
+    )
 
 
 def _angle(v):
@@ -176,11 +183,18 @@ class AndrewsJointMap(AbstractJointMap):
         return jnp.stack([beta, psi2 - beta, gamma, delta, psi4 - delta, eps, psi6 - eps])
 
     def __call__(self, q: Float[Array, " 1"]) -> Float[Array, " 7"]:
-        """Joint variables f(q) (rad), shape (7,), tree order."""
-        return self._solve(q[0])
+        """Joint variables f(q) (rad), shape (7,), tree order. Raises
+        (``equinox.EquinoxRuntimeError``) where a loop cannot be closed."""
+        return _assembled(self._solve(q[0]))
 
     def derivatives(self, q: Float[Array, " 1"]):
-        """``(f (7,), J (7, 1), H (7, 1, 1))``, exact: forward-mode through the closed form."""
+        """``(f (7,), J (7, 1), H (7, 1, 1))``, exact: forward-mode through the closed form.
+
+        NaN, not an error, where a loop cannot be closed: the equations of motion that use these
+        report a non-finite q̈ themselves (``forward_dynamics`` raises, the ODE driver names the
+        state), and a right-hand side free of host callbacks runs several times faster as a
+        stand-alone XLA:CPU program (the premodel's run-time check, a single evaluation).
+        """
         one = jnp.ones_like(q[0])
         first = lambda b: jax.jvp(self._solve, (b,), (one,))
         (f, df), (_, d2f) = jax.jvp(first, (q[0],), (one,))

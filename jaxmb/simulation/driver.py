@@ -21,6 +21,8 @@ happened), or, with ``throw=False``, returns a :class:`Trajectory` whose ``resul
 
 from __future__ import annotations
 
+import functools
+import weakref
 from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple
 
@@ -149,8 +151,10 @@ def _solve(
         k: jnp.asarray(sol.stats[k])
         for k in ("num_steps", "num_accepted_steps", "num_rejected_steps")
     }
-    stats["max_steps"] = max_steps
     if pm is not None:
+        # the run-time check: the exact route at the first and last state, after the solve (it
+        # needs the end state) and in a loop (one compiled copy of the tree route, and cheaper
+        # than its batch-of-two kernel)
         stats["premodel_deviation"] = _premodel_deviation(
             model, pm, jnp.stack([q0, q_end[0]]), jnp.stack([qd0, qd_end[0]])
         )
@@ -166,12 +170,84 @@ def _solve(
     )
 
 
-_solve_jit = eqx.filter_jit(_solve)
+class _Structure:
+    """The static part of a pytree (its tree structure and non-array leaves) as one ``jax.jit``
+    static argument: hashed once, compared by identity first, so that a warm call does not
+    re-flatten and re-hash a model of many nested modules (``equinox.filter_jit`` does both on
+    every call: ~0.1 ms per call for a model, a large part of a solve of a cheap right-hand side).
+    Two models of the same structure compare equal and share the compiled solve."""
+
+    __slots__ = ("treedef", "static", "_hash")
+
+    def __init__(self, treedef, static):
+        self.treedef, self.static = treedef, static
+        self._hash = hash((treedef, static))
+
+    def __hash__(self):
+        return self._hash
+
+    def __eq__(self, other):
+        return self is other or (
+            isinstance(other, _Structure)
+            and self._hash == other._hash
+            and self.treedef == other.treedef
+            and self.static == other.static
+        )
+
+    def rebuild(self, arrays):
+        it = iter(arrays)
+        leaves = [next(it) if x is _ARRAY else x for x in self.static]
+        return jax.tree_util.tree_unflatten(self.treedef, leaves)
+
+
+_ARRAY = "<array leaf>"  # marks where an array leaf goes back in a _Structure
+
+
+def _split(tree) -> tuple[list, _Structure]:
+    """(array leaves, static structure) of a pytree, as ``equinox.filter_jit`` splits it."""
+    leaves, treedef = jax.tree_util.tree_flatten(tree)
+    arrays = [x for x in leaves if eqx.is_array(x)]
+    static = tuple(_ARRAY if eqx.is_array(x) else x for x in leaves)
+    return arrays, _Structure(treedef, static)
+
+
+_SPLITS: dict[int, tuple] = {}
+
+
+def _split_model(model, pm) -> tuple[list, _Structure]:
+    """:func:`_split` of ``(model, premodel)``, cached while the model object lives (a pure
+    function of the model: its arrays and structure do not change). Not cached when the model
+    holds tracers (simulate inside jit or grad over the model)."""
+    key = id(model)
+    hit = _SPLITS.get(key)
+    if hit is not None and hit[0]() is model and hit[1] is pm:
+        return hit[2], hit[3]
+    arrays, structure = _split((model, pm))
+    if not any(isinstance(x, jax.core.Tracer) for x in arrays):
+        try:
+            ref = weakref.ref(model, lambda _: _SPLITS.pop(key, None))
+            _SPLITS[key] = (ref, pm, arrays, structure)
+        except TypeError:  # not weak-referenceable: no cache
+            pass
+    return arrays, structure
+
+
+@functools.partial(jax.jit, static_argnames=("structure", "tau_static", "solve", "kw_structure"))
+def _compiled(arrays, tau_arrays, kw_arrays, args, *, structure, tau_static, solve, kw_structure):
+    """The solve ``solve(model, *args, tau, ..., **kw)`` compiled once per model structure (the
+    model's arrays are arguments, not constants)."""
+    model, pm = structure.rebuild(arrays)
+    q0, qd0, t0, t1, ts, dt0, rtol, atol, dtmin = args
+    tau = eqx.combine(tau_arrays, tau_static)
+    kw = kw_structure.rebuild(kw_arrays)
+    if pm is not None:
+        kw["pm"] = pm
+    return solve(model, q0, qd0, t0, t1, ts, tau, dt0, rtol, atol, dtmin, **kw)
 
 
 def _premodel_deviation(model, pm, qs, qds):
     """max |q̈_premodel − q̈_exact| / (|a| + |b| q̇² + tiny) over the states (k, 1): the run-time
-    check of the premodel against the exact tree route."""
+    check of the premodel against the exact tree route (NaN counts as inf)."""
 
     def one(q, qd):
         exact, _ = try_forward_dynamics(model, q, qd)
@@ -179,24 +255,26 @@ def _premodel_deviation(model, pm, qs, qds):
         scale = jnp.abs(a) + jnp.abs(b) * qd[0] ** 2 + jnp.finfo(qd.dtype).tiny
         return jnp.abs(pm(q, qd)[0] - exact[0]) / scale
 
-    dev = jax.vmap(one)(qs, qds)
+    dev = jax.lax.map(lambda s: one(*s), (qs, qds))
     return jnp.max(jnp.where(jnp.isfinite(dev), dev, jnp.inf))
 
 
-def _as_float(x):
-    """x as a float array for the compiled solve: a JAX array (or tracer) kept as it is when it
-    already has the default float type, anything else through NumPy (``jnp.asarray`` of a Python
-    scalar costs ~0.1 ms of dispatch, a large part of a solve of a cheap right-hand side)."""
+def _as_float(x, ft):
+    """x as a float array (of the default float type ``ft``) for the compiled solve: a JAX array
+    (or tracer) kept as it is when it already has that type, anything else through NumPy
+    (``jnp.asarray`` of a Python scalar costs ~0.1 ms of dispatch, a large part of a solve of a
+    cheap right-hand side)."""
     if isinstance(x, jax.Array):
-        return x if x.dtype == jnp.result_type(float) else x.astype(float)
-    return np.asarray(x, dtype=jnp.result_type(float))
+        return x if x.dtype == ft else x.astype(ft)
+    return np.asarray(x, dtype=ft)
 
 
 def _prepare(model, q0, qd0, t0, t1, ts, dt0, rtol, atol, dtmin, solver, batch_dims=0):
     if solver not in SOLVERS:
         raise ValueError(f"unknown solver {solver!r}; choose one of {SOLVERS}")
-    q0 = _as_float(q0)
-    qd0 = _as_float(qd0)
+    ft = jnp.result_type(float)
+    q0 = _as_float(q0, ft)
+    qd0 = _as_float(qd0, ft)
     want = (model.nq,)
     if q0.shape[batch_dims:] != want or qd0.shape[batch_dims:] != want:
         raise ValueError(
@@ -206,7 +284,7 @@ def _prepare(model, q0, qd0, t0, t1, ts, dt0, rtol, atol, dtmin, solver, batch_d
     if not (np.isfinite(float(t0)) and np.isfinite(float(t1))) or float(t1) <= float(t0):
         raise ValueError(f"need finite t0 < t1, got t0={t0}, t1={t1}")
     if ts is not None:
-        ts = _as_float(ts)
+        ts = _as_float(ts, ft)
         tsn = np.asarray(ts)
         if tsn.ndim != 1 or tsn.size == 0:
             raise ValueError(f"ts must be a non-empty 1-D array of times, got shape {tsn.shape}")
@@ -215,7 +293,7 @@ def _prepare(model, q0, qd0, t0, t1, ts, dt0, rtol, atol, dtmin, solver, batch_d
     check_run_arguments(q0, qd0, rtol, atol, dt0, dtmin, model.coordinate_names, ts)
     if dtmin is None:
         dtmin = 1e-14 * (float(t1) - float(t0))
-    f = lambda x: None if x is None else _as_float(x)
+    f = lambda x: None if x is None else _as_float(x, ft)
     return q0, qd0, f(t0), f(t1), ts, f(dt0), f(rtol), f(atol), f(dtmin)
 
 
@@ -256,7 +334,12 @@ def _probe(model, tau, t, q, qd) -> str:
 
 
 def _first_line(e: Exception) -> str:
-    """The message of an equinox runtime error without its stack-trace boilerplate."""
+    """The message of an equinox runtime error without its stack-trace boilerplate (also when it
+    arrives wrapped in XLA's runtime error, as from a plain ``jax.jit``)."""
+    for ln in str(e).splitlines():
+        _, sep, msg = ln.partition("EquinoxRuntimeError: ")
+        if sep and msg.strip():
+            return msg.strip()
     for ln in str(e).splitlines():
         _, sep, msg = ln.partition("RuntimeError: ")
         if sep and msg.strip() and "stack" not in msg:
@@ -297,7 +380,7 @@ def simulate(
     ts: Float[Array, " nt"] | None = None,
     *,
     t0: float = 0.0,
-    solver: str = "tsit5",
+    solver: str = "auto",
     rtol: float = 1e-8,
     atol: float = 1e-8,
     dt0: float | None = None,
@@ -317,7 +400,10 @@ def simulate(
         ts: (nt,) output times in [t0, t1]; default ``(t0, t1)``.
         t0: initial time (s).
         solver: ``"tsit5"``, ``"dopri5"``, ``"dopri8"`` (explicit) or ``"kvaerno5"``,
-            ``"kencarp4"`` (stiff).
+            ``"kencarp4"`` (stiff); ``"auto"`` (default): ``"dopri8"`` on the premodel route (a
+            right-hand side of a few dozen flops: the step's fixed cost dominates, and the
+            eighth-order method takes about half the steps of Tsit5 at equal error on Andrews'
+            squeezer), ``"tsit5"`` on the exact route. ``stats["solver"]`` says which ran.
         rtol, atol: tolerances of the PID step-size controller.
         dt0: first step (s); ``None`` lets diffrax choose.
         dtmin: smallest step (s) before the solve is declared a step-size collapse;
@@ -342,13 +428,14 @@ def simulate(
     """
     check_max_steps(max_steps)
     pm, info = choose_route(model, route, tau)
+    pick = lambda pm: solver if solver != "auto" else ("tsit5" if pm is None else "dopri8")
     run = lambda pm: _run_solve(
-        "simulate", _solve_jit, model, q0, qd0, t0, t1, ts, dt0, rtol, atol, dtmin, tau, solver,
+        "simulate", _solve, model, q0, qd0, t0, t1, ts, dt0, rtol, atol, dtmin, tau, pick(pm),
         batch_dims=0, pm=pm, max_steps=int(max_steps), progress=bool(progress),
     )  # fmt: skip
     traj = run(pm)
     if pm is not None:
-        dev = float(traj.stats["premodel_deviation"])
+        dev = float(jax.device_get(traj.stats["premodel_deviation"]))
         if not dev <= PREMODEL_TOL:  # NaN included: never integrate an unchecked premodel
             if route == "premodel":
                 raise SimulationError(
@@ -357,10 +444,11 @@ def simulate(
                 )
             info = {"route": "exact", "premodel_declined": f"run-time deviation {dev:.3g}"}
             traj = run(None)
-    traj.stats.update(info)
+    traj.stats.update(info, solver=pick(pm if info["route"] == "premodel" else None))
     if throw and int(traj.result._value) != int(dfx.RESULTS.successful._value):
         raise SimulationError(
-            f"simulate({model.name!r}, solver={solver!r}): " + _diagnose(model, traj, tau)
+            f"simulate({model.name!r}, solver={traj.stats['solver']!r}): "
+            + _diagnose(model, traj, tau)
         )
     return traj
 
@@ -378,13 +466,22 @@ def _run_solve(
         raise ValueError(
             f"q0s and qd0s have different batch sizes: {q0.shape[0]} vs {qd0.shape[0]}"
         )
+    pm = static.pop("pm", None)
+    arrays, structure = _split_model(model, pm)
+    tau_arrays, tau_static = eqx.partition(tau, eqx.is_array)
+    kw_arrays, kw_structure = _split(dict(static, solver=solver))  # model_axes: a pytree
     try:
-        return solve(
-            model, q0, qd0, t0, t1, ts, tau, dt0, rtol, atol, dtmin, solver=solver, **static
-        )
-    except eqx.EquinoxRuntimeError as e:
+        traj = _compiled(
+            arrays, tau_arrays, kw_arrays, (q0, qd0, t0, t1, ts, dt0, rtol, atol, dtmin),
+            structure=structure, tau_static=tau_static, solve=solve, kw_structure=kw_structure,
+        )  # fmt: skip
+        traj.stats["max_steps"] = static["max_steps"]  # a Python int, as the caller gave it
+        return traj
+    except (eqx.EquinoxRuntimeError, jax.errors.JaxRuntimeError) as e:
         # a check inside the right-hand side fired (an implicit joint map that did not
         # converge, a singular mass matrix): say where it came from
+        if not isinstance(e, eqx.EquinoxRuntimeError) and "EquinoxRuntimeError" not in str(e):
+            raise
         raise SimulationError(
             f"{caller}({model.name!r}, solver={solver!r}): the right-hand side raised during "
             f"integration: {_first_line(e)}"
@@ -411,9 +508,6 @@ def _batch_solve(
         progress=False,
     )
     return eqx.filter_vmap(one, in_axes=(model_axes, 0, 0))(model, q0s, qd0s)
-
-
-_batch_solve_jit = eqx.filter_jit(_batch_solve)
 
 
 def simulate_batch(
@@ -458,7 +552,7 @@ def simulate_batch(
         model_axes = eqx.if_array(0)
     check_max_steps(max_steps)
     traj = _run_solve(
-        "simulate_batch", _batch_solve_jit, model, q0s, qd0s, t0, t1, ts, dt0, rtol, atol, dtmin,
+        "simulate_batch", _batch_solve, model, q0s, qd0s, t0, t1, ts, dt0, rtol, atol, dtmin,
         tau, solver, batch_dims=1, model_axes=model_axes, max_steps=int(max_steps),
     )  # fmt: skip
     if throw:
