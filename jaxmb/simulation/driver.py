@@ -21,8 +21,6 @@ happened), or, with ``throw=False``, returns a :class:`Trajectory` whose ``resul
 
 from __future__ import annotations
 
-import functools
-import weakref
 from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple
 
@@ -37,6 +35,7 @@ from jaxtyping import Array, Float
 from ..dynamics import batched_forward_dynamics, try_forward_dynamics
 from ..model import Model
 from .checks import check_max_steps, check_run_arguments, check_time_span
+from .compiled_call import compiled_solve, split_model, split_tree
 from .routes import PREMODEL_TOL, choose_route
 
 __all__ = [
@@ -168,81 +167,6 @@ def _solve(
         q_final=q_end[0],
         qd_final=qd_end[0],
     )
-
-
-class _Structure:
-    """The static part of a pytree (its tree structure and non-array leaves) as one ``jax.jit``
-    static argument: hashed once, compared by identity first, so that a warm call does not
-    re-flatten and re-hash a model of many nested modules (``equinox.filter_jit`` does both on
-    every call: ~0.1 ms per call for a model, a large part of a solve of a cheap right-hand side).
-    Two models of the same structure compare equal and share the compiled solve."""
-
-    __slots__ = ("treedef", "static", "_hash")
-
-    def __init__(self, treedef, static):
-        self.treedef, self.static = treedef, static
-        self._hash = hash((treedef, static))
-
-    def __hash__(self):
-        return self._hash
-
-    def __eq__(self, other):
-        return self is other or (
-            isinstance(other, _Structure)
-            and self._hash == other._hash
-            and self.treedef == other.treedef
-            and self.static == other.static
-        )
-
-    def rebuild(self, arrays):
-        it = iter(arrays)
-        leaves = [next(it) if x is _ARRAY else x for x in self.static]
-        return jax.tree_util.tree_unflatten(self.treedef, leaves)
-
-
-_ARRAY = "<array leaf>"  # marks where an array leaf goes back in a _Structure
-
-
-def _split(tree) -> tuple[list, _Structure]:
-    """(array leaves, static structure) of a pytree, as ``equinox.filter_jit`` splits it."""
-    leaves, treedef = jax.tree_util.tree_flatten(tree)
-    arrays = [x for x in leaves if eqx.is_array(x)]
-    static = tuple(_ARRAY if eqx.is_array(x) else x for x in leaves)
-    return arrays, _Structure(treedef, static)
-
-
-_SPLITS: dict[int, tuple] = {}
-
-
-def _split_model(model, pm) -> tuple[list, _Structure]:
-    """:func:`_split` of ``(model, premodel)``, cached while the model object lives (a pure
-    function of the model: its arrays and structure do not change). Not cached when the model
-    holds tracers (simulate inside jit or grad over the model)."""
-    key = id(model)
-    hit = _SPLITS.get(key)
-    if hit is not None and hit[0]() is model and hit[1] is pm:
-        return hit[2], hit[3]
-    arrays, structure = _split((model, pm))
-    if not any(isinstance(x, jax.core.Tracer) for x in arrays):
-        try:
-            ref = weakref.ref(model, lambda _: _SPLITS.pop(key, None))
-            _SPLITS[key] = (ref, pm, arrays, structure)
-        except TypeError:  # not weak-referenceable: no cache
-            pass
-    return arrays, structure
-
-
-@functools.partial(jax.jit, static_argnames=("structure", "tau_static", "solve", "kw_structure"))
-def _compiled(arrays, tau_arrays, kw_arrays, args, *, structure, tau_static, solve, kw_structure):
-    """The solve ``solve(model, *args, tau, ..., **kw)`` compiled once per model structure (the
-    model's arrays are arguments, not constants)."""
-    model, pm = structure.rebuild(arrays)
-    q0, qd0, t0, t1, ts, dt0, rtol, atol, dtmin = args
-    tau = eqx.combine(tau_arrays, tau_static)
-    kw = kw_structure.rebuild(kw_arrays)
-    if pm is not None:
-        kw["pm"] = pm
-    return solve(model, q0, qd0, t0, t1, ts, tau, dt0, rtol, atol, dtmin, **kw)
 
 
 def _premodel_deviation(model, pm, qs, qds):
@@ -467,13 +391,14 @@ def _run_solve(
             f"q0s and qd0s have different batch sizes: {q0.shape[0]} vs {qd0.shape[0]}"
         )
     pm = static.pop("pm", None)
-    arrays, structure = _split_model(model, pm)
-    tau_arrays, tau_static = eqx.partition(tau, eqx.is_array)
-    kw_arrays, kw_structure = _split(dict(static, solver=solver))  # model_axes: a pytree
+    arrays, structure = split_model(model, pm)
+    tau_arrays, tau_structure = split_tree(tau)  # a force element holds dicts: not hashable whole
+    kw_arrays, kw_structure = split_tree(dict(static, solver=solver))  # model_axes: a pytree
     try:
-        traj = _compiled(
+        traj = compiled_solve(
             arrays, tau_arrays, kw_arrays, (q0, qd0, t0, t1, ts, dt0, rtol, atol, dtmin),
-            structure=structure, tau_static=tau_static, solve=solve, kw_structure=kw_structure,
+            structure=structure, tau_structure=tau_structure, solve=solve,
+            kw_structure=kw_structure,
         )  # fmt: skip
         traj.stats["max_steps"] = static["max_steps"]  # a Python int, as the caller gave it
         return traj
@@ -711,11 +636,10 @@ def batched_rk4(
     Time starts at 0; steps end exactly at ``k dt`` (``diffrax.StepTo``), so time-dependent force
     elements see ``t = k dt`` (+ dt/2 at the midpoints).
     """
-    check_run_arguments(
-        q0, qd0, 1.0, 1.0, None, None, model.coordinate_names, where="batched_rk4", coordinate_axis=0
-    )
+    names = model.coordinate_names
+    check_run_arguments(q0, qd0, 1, 1, None, None, names, where="batched_rk4", coordinate_axis=0)
     if not isinstance(dt, jax.core.Tracer) and not (np.isfinite(dt) and dt > 0):
-        raise ValueError(f"batched_rk4: the step dt must be a positive number of seconds, got {dt!r}")
+        raise ValueError(f"batched_rk4: the step dt must be a positive number of s, got {dt!r}")
     if isinstance(num_steps, bool) or not isinstance(num_steps, int | np.integer) or num_steps < 0:
         raise ValueError(f"batched_rk4: num_steps must be an integer ≥ 0, got {num_steps!r}")
     if num_steps == 0:
