@@ -639,7 +639,8 @@ def batched_rk4(
     names = model.coordinate_names
     check_run_arguments(q0, qd0, 1, 1, None, None, names, where="batched_rk4", coordinate_axis=0)
     if not isinstance(dt, jax.core.Tracer) and not (np.isfinite(dt) and dt > 0):
-        raise ValueError(f"batched_rk4: the step dt must be a positive number of s, got {dt!r}")
+        msg = f"the step dt must be a positive number of seconds, got {dt!r}"
+        raise ValueError(f"batched_rk4: {msg}")
     if isinstance(num_steps, bool) or not isinstance(num_steps, int | np.integer) or num_steps < 0:
         raise ValueError(f"batched_rk4: num_steps must be an integer ≥ 0, got {num_steps!r}")
     if num_steps == 0:
