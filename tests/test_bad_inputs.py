@@ -61,6 +61,9 @@ SHAPE_CASES = {
     "joint_values q (2,)": (lambda: mb.joint_values(CHAIN, jnp.zeros(2)), r"joint_values: q must have shape \(nq,\) = \(3,\).*\(2,\)"),
     "joint_gradients q (4,)": (lambda: mb.joint_gradients(CHAIN, jnp.zeros(4)), r"joint_gradients.*\(3,\).*\(4,\)"),
     "kinetic_energy qd (2,)": (lambda: mb.kinetic_energy(CHAIN, Z3, jnp.zeros(2)), r"qd " + BAD_SHAPE),
+    "batched_terms q batch-last": (lambda: mb.batched_terms(CHAIN, jnp.zeros((3, 5)), jnp.zeros((3, 5))), r"batched_terms: model 'chain3': q and qd must both have shape \(B, nq=3\) \(batch first\), got \(3, 5\)"),
+    "batched_terms qd (B, 2)": (lambda: mb.batched_terms(CHAIN, jnp.zeros((5, 3)), jnp.zeros((5, 2))), r"batched_terms: .*got \(5, 3\) and \(5, 2\)"),
+    "batched_forward_dynamics tau (2, B)": (lambda: mb.batched_forward_dynamics(CHAIN, jnp.zeros((3, 5)), jnp.zeros((3, 5)), jnp.zeros((2, 5))), r"batched_forward_dynamics: model 'chain3': tau must have the shape of q.*got \(2, 5\)"),
 }
 
 
@@ -553,3 +556,107 @@ def test_xml_declaring_an_unknown_encoding_is_refused_by_name(tmp_path, kind):
                      "setup": (read_inverse_dynamics_setup, SetupError)}[kind]
     with pytest.raises(error, match=re.escape(str(p)) + ".*UTF-0"):
         reader(p)
+
+
+# --------------------------------------------------------------------------------------------
+# the analyses: filters, differentiation, segment motion, IK, SO, OpenSim's coordinate processing
+# --------------------------------------------------------------------------------------------
+
+an = mb.analyses
+SIG = np.sin(np.linspace(0.0, 3.0, 50))[:, None].repeat(2, axis=1)
+ROT = np.broadcast_to(np.eye(3), (20, 3, 3)).copy()
+P20 = np.zeros((20, 3))
+MK = np.zeros((4, 3, 3))  # 4 frames, 3 markers
+W = np.ones((4, 3))
+BODIES = np.array([0, 1, 2])
+LO, UP, FREE = -3 * np.ones(3), 3 * np.ones(3), np.ones(3, dtype=bool)
+SO_A, SO_B = np.ones((5, 2, 4)), np.ones((5, 2))
+SO_LO, SO_UP = -np.ones(4), np.ones(4)
+T30 = np.linspace(0.0, 1.0, 30)
+
+
+def _ik(**kw):
+    a = dict(bodies=BODIES, points=np.zeros((3, 3)), markers=MK, weights=W, q0=Z3, lower=LO,
+             upper=UP, free=FREE)
+    a.update(kw)
+    return an.solve_inverse_kinematics(CHAIN, a.pop("bodies"), a.pop("points"), a.pop("markers"),
+                                       a.pop("weights"), a.pop("q0"), a.pop("lower"),
+                                       a.pop("upper"), a.pop("free"), **a)
+
+
+def _so(**kw):
+    a = dict(A=SO_A, b=SO_B, lower=SO_LO, upper=SO_UP)
+    a.update(kw)
+    return an.solve_static_optimization(a.pop("A"), a.pop("b"), a.pop("lower"), a.pop("upper"),
+                                        **a)
+
+
+ANALYSIS_CASES = {
+    "lowpass negative padlen": (lambda: an.lowpass(SIG, 100.0, 6.0, padlen=-3), r"padlen must be >= 0.*-3"),
+    "lowpass infinite fs": (lambda: an.lowpass(SIG, np.inf, 6.0), r"fs \(Hz\) must be a positive finite number, got inf"),
+    "lowpass scalar": (lambda: an.lowpass(1.0, 100.0, 6.0), r"lowpass: x must have a time axis"),
+    "butterworth passes 0": (lambda: an.butterworth_coefficients(6.0, 100.0, 0), r"passes must be a positive integer, got 0"),
+    "derivative dt 0": (lambda: an.derivative(SIG, 0.0), r"derivative: dt \(s\) must be a positive finite number, got 0.0"),
+    "derivative dt negative": (lambda: an.derivative(SIG, -0.01), r"derivative: dt .*got -0.01"),
+    "derivative dt NaN": (lambda: an.derivative(SIG, np.nan), r"derivative: dt .*got nan"),
+    "derivative scalar": (lambda: an.derivative(1.0, 0.01), r"derivative: x must have a time axis"),
+    "angular_velocity R (20, 3)": (lambda: an.angular_velocity(P20, 0.01), r"angular_velocity: R must have shape \(nt, 3, 3\), got shape \(20, 3\)"),
+    "angular_velocity dt 0": (lambda: an.angular_velocity(ROT, 0.0), r"angular_velocity: dt .*got 0.0"),
+    "segment_motion com (19, 3)": (lambda: an.segment_motion(ROT, P20[:19], P20, 0.01), r"segment_motion: com .*\(20, 3\), got shape \(19, 3\)"),
+    "segment_motion joint (20, 2)": (lambda: an.segment_motion(ROT, P20, P20[:, :2], 0.01), r"segment_motion: joint .*got shape \(20, 2\)"),
+    "segment_motion dt negative": (lambda: an.segment_motion(ROT, P20, P20, -1.0), r"segment_motion: dt .*got -1.0"),
+    "ik markers (nt, nm)": (lambda: _ik(markers=MK[:, :, 0]), r"markers \(m\) must have shape \(nt, nm, 3\), got shape \(4, 3\)"),
+    "ik weights (4, 2)": (lambda: _ik(weights=W[:, :2]), r"weights \(nt, nm\) must have shape \(4, 3\), got shape \(4, 2\)"),
+    "ik negative weight": (lambda: _ik(weights=-W), r"weights\[0, 0\] = -1.0 must be a finite number >= 0"),
+    "ik NaN weight": (lambda: _ik(weights=np.where(W > 0, np.nan, 0.0)), r"weights\[0, 0\] = nan"),
+    "ik q0 (4,)": (lambda: _ik(q0=np.zeros(4)), r"q0 \(nq\) must have shape \(3,\), got shape \(4,\)"),
+    "ik q0 NaN": (lambda: _ik(q0=np.full(3, np.nan)), r"q0\[0\] \(joint0\) = nan is not finite"),
+    "ik lower > upper": (lambda: _ik(lower=UP, upper=LO), r"bound 0 \(joint0\) has lower 3.0 > upper -3.0"),
+    "ik body past the last": (lambda: _ik(bodies=np.array([0, 1, 7])), r"bodies\[2\] = 7 is not a body index in \[-1, 3\)"),
+    "ik float bodies": (lambda: _ik(bodies=np.array([0.0, 1.0, 2.0])), r"bodies must be integers"),
+    "ik points (2, 3)": (lambda: _ik(points=np.zeros((2, 3))), r"points \(m, one per marker\) must have shape \(3, 3\)"),
+    "ik free (2,)": (lambda: _ik(free=FREE[:2]), r"free \(nq\) must have shape \(3,\)"),
+    "ik iterations 0": (lambda: _ik(iterations=0), r"iterations must be a positive integer, got 0"),
+    "ik xtol negative": (lambda: _ik(xtol=-1.0), r"xtol \(rad or m\) must be a positive finite number"),
+    "ik coordinate weights (4, 2)": (lambda: _ik(coordinate_weights=np.ones((4, 2))), r"coordinate_weights \(nt, nq\) must have shape \(4, 3\)"),
+    "so b (5, 3)": (lambda: _so(b=np.ones((5, 3))), r"b \(nt, nq\) must have shape \(5, 2\), got shape \(5, 3\)"),
+    "so A (5, 2)": (lambda: _so(A=SO_A[:, :, 0]), r"A must have shape \(nt, nq, na\), got shape \(5, 2\)"),
+    "so fewer b frames": (lambda: _so(b=SO_B[:4]), r"b \(nt, nq\) must have shape \(5, 2\), got shape \(4, 2\)"),
+    "so lower (3,)": (lambda: _so(lower=-np.ones(3)), r"lower \(na\) must have shape \(4,\)"),
+    "so lower > upper": (lambda: _so(lower=SO_UP, upper=SO_LO), r"bound 0 has lower 1.0 > upper -1.0"),
+    "so exponent 1": (lambda: _so(exponent=1.0), r"exponent must be a finite number > 1, got 1.0"),
+    "so exponent NaN": (lambda: _so(exponent=np.nan), r"exponent must be a finite number > 1, got nan"),
+    "so tol negative": (lambda: _so(tol=-1.0), r"tol \(N·m\) must be a positive finite number, got -1.0"),
+    "so iterations 0": (lambda: _so(iterations=0), r"iterations must be a positive integer"),
+    "so f (5, 3)": (lambda: _so(f=np.ones((5, 3))), r"f \(nt, na\) must have shape \(5, 4\)"),
+    "coordinate_operators NaN cutoff": (lambda: an.coordinate_operators(T30, np.nan), r"coordinate_operators: the cutoff frequency is NaN"),
+    "coordinate_operators NaN time": (lambda: an.coordinate_operators(np.r_[T30[:-1], np.nan], 6.0), r"times\[29\] = nan is not finite"),
+    "coordinate_operators range backwards": (lambda: an.coordinate_operators(T30, 6.0, (0.8, 0.2)), r"time_range \(0.8, 0.2\) must run forward"),
+    "lowpass_iir dt 0": (lambda: an.lowpass_iir(0.0, 6.0, SIG), r"iir_coefficients: dt \(s\) must be a positive finite number, got 0.0"),
+    "lowpass_iir negative cutoff": (lambda: an.lowpass_iir(0.01, -1.0, SIG), r"cutoff \(Hz\) must be a positive finite number, got -1.0"),
+    "resample_times dt 0 (never ends)": (lambda: an.resample_times(0.0, 1.0, 0.0), r"resample_times: dt \(s\) .*got 0.0"),
+    "resample_times infinite end": (lambda: an.resample_times(0.0, np.inf, 0.1), r"resample_times: \[t0, t1\]\[1\] = inf is not finite"),
+    "find_index NaN time": (lambda: an.find_index(T30, np.nan), r"find_index: the time t is NaN"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", ANALYSIS_CASES)
+def test_analyses_arguments_are_checked(case):
+    call, pattern = ANALYSIS_CASES[case]
+    with pytest.raises(ValueError, match=pattern):
+        call()
+
+
+@pytest.mark.slow
+def test_ik_and_so_report_non_finite_frames_under_jit():
+    """Inside jax.jit the values cannot be checked: a NaN start gives a NaN frame reported as not
+    converged (it used to say converged), and a NaN SO frame is listed as infeasible."""
+    q0 = jnp.zeros((4, 3)).at[1].set(jnp.nan)
+    solve = jax.jit(lambda q0: _ik(q0=q0))
+    r = solve(q0)
+    assert np.all(np.isnan(np.asarray(r.q[1])))
+    assert np.asarray(r.converged).tolist() == [True, False, True, True]
+    A = np.tile(np.eye(2, 4), (5, 1, 1))
+    b = np.full((5, 2), 0.5)
+    b[3, 0] = np.nan
+    assert _so(A=A, b=b).infeasible.tolist() == [3]

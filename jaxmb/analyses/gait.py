@@ -31,6 +31,7 @@ from jaxtyping import Array, Float
 
 from ..math import unskew
 from . import newton_euler as ne
+from .checks import check_positive, check_shape
 from .gait_data import (
     BMC3D_MARKERS,
     DATA_DIR,
@@ -86,8 +87,12 @@ def butterworth_coefficients(cutoff: float, fs: float, passes: int = 2) -> tuple
     (Winter 2009, §3.4.4.3).
 
     Raises:
-        GaitDataError: a cutoff that is not in (0, fs/2).
+        GaitDataError: a sampling frequency that is not positive and finite, ``passes`` not a
+            positive integer, a cutoff that is not in (0, fs/2).
     """
+    where = "butterworth_coefficients"
+    check_positive(fs, where, "fs", "Hz", error=GaitDataError)
+    check_positive(passes, where, "passes", integer=True, error=GaitDataError)
     if not (0 < cutoff < fs / 2):
         raise GaitDataError(
             f"cutoff {cutoff} Hz must lie in (0, {fs / 2:g}) for sampling at {fs:g} Hz"
@@ -125,6 +130,7 @@ def lowpass(
 
     Args:
         x: (nt, ...) signals sampled at ``fs`` Hz. cutoff: Hz (−3 dB of the zero-lag filter).
+        padlen: samples of padding at each end (≥ 0; 0: none).
     """
     if passes != 2:
         raise GaitDataError(
@@ -132,8 +138,12 @@ def lowpass(
         )
     b, a = butterworth_coefficients(cutoff, fs, passes)
     x = jnp.asarray(x, dtype=float)
+    if x.ndim == 0:
+        raise GaitDataError("lowpass: x must have a time axis (nt, ...), got a scalar")
     nt = x.shape[0]
     edge = 9 if padlen is None else int(padlen)
+    if edge < 0:
+        raise GaitDataError(f"lowpass: padlen must be >= 0 samples, got {padlen!r}")
     if nt <= edge:
         raise GaitDataError(f"lowpass needs more than padlen={edge} samples, got {nt}")
     # steady-state state of the filter for a unit step (scipy.signal.lfilter_zi)
@@ -157,8 +167,12 @@ def _filtfilt(b, a, zi, x, edge: int):
 
 def derivative(x: Float[Array, "nt ..."], dt: float) -> Float[Array, "nt ..."]:
     """Time derivative along axis 0 by second-order central differences (second-order one-sided
-    differences at the two ends, as ``numpy.gradient(..., edge_order=2)``)."""
+    differences at the two ends, as ``numpy.gradient(..., edge_order=2)``). ``dt``: the sample
+    interval (s), positive."""
     x = jnp.asarray(x, dtype=float)
+    check_positive(dt, "derivative", "dt", "s", error=GaitDataError)
+    if x.ndim == 0:
+        raise GaitDataError("derivative: x must have a time axis (nt, ...), got a scalar")
     if x.shape[0] < 3:
         raise GaitDataError(f"derivative needs at least 3 samples, got {x.shape[0]}")
     return _derivative(x, dt)
@@ -261,8 +275,14 @@ def rigid_fit(
 
 def angular_velocity(R: Float[Array, "nt 3 3"], dt: float) -> Float[Array, "nt 3"]:
     """Angular velocity (rad/s) in the segment frame from world-from-segment rotations sampled at
-    ``dt``: ``ω̃ = Rᵀ Ṙ`` with ``Ṙ`` by :func:`derivative` (its skew part is taken)."""
-    return _angular_velocity(jnp.asarray(R, dtype=float), dt)
+    ``dt``: ``ω̃ = Rᵀ Ṙ`` with ``Ṙ`` by :func:`derivative` (its skew part is taken).
+    R (nt ≥ 3, 3, 3); dt (s) positive."""
+    R = jnp.asarray(R, dtype=float)
+    check_shape(R, ("nt", 3, 3), "angular_velocity", "R", error=GaitDataError)
+    check_positive(dt, "angular_velocity", "dt", "s", error=GaitDataError)
+    if R.shape[0] < 3:
+        raise GaitDataError(f"angular_velocity needs at least 3 samples, got {R.shape[0]}")
+    return _angular_velocity(R, dt)
 
 
 @jax.jit
@@ -290,9 +310,14 @@ def segment_motion(
         dt: sample interval (s). Filter the markers first (:func:`lowpass`) for noisy data.
     """
     R = jnp.asarray(R, dtype=float)
+    com, joint = jnp.asarray(com, dtype=float), jnp.asarray(joint, dtype=float)
     if R.ndim != 3 or R.shape[1:] != (3, 3) or R.shape[0] < 3:
-        raise GaitDataError(f"R has shape {R.shape}, expected (nt >= 3, 3, 3)")
-    return _segment_motion(R, jnp.asarray(com, dtype=float), jnp.asarray(joint, dtype=float), dt)
+        raise GaitDataError(f"segment_motion: R has shape {R.shape}, expected (nt >= 3, 3, 3)")
+    nt = R.shape[0]
+    for name, x in (("com", com), ("joint", joint)):
+        check_shape(x, (nt, 3), "segment_motion", f"{name} (per sample of R)", GaitDataError)
+    check_positive(dt, "segment_motion", "dt", "s", error=GaitDataError)
+    return _segment_motion(R, com, joint, dt)
 
 
 @jax.jit

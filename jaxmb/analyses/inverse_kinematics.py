@@ -23,6 +23,14 @@ from jaxtyping import Array, Bool, Float
 
 from ..kinematics import tree_kinematics
 from ..model import Model
+from .checks import (
+    check_bounds,
+    check_finite,
+    check_indices,
+    check_nonnegative,
+    check_positive,
+    check_shape,
+)
 
 __all__ = [
     "InverseKinematicsResult",
@@ -104,7 +112,18 @@ def solve_inverse_kinematics(
     over all frames at once (at most ``iterations``, reverse-mode differentiable: equinox's
     checkpointed while loop), each frame frozen by its mask ``converged`` once converged, the loop
     ending when every frame has; from the model's default pose the Gait10dof walk needs ≤ 10
-    (weighted error within 1e-16 m² of 100 iterations')."""
+    (weighted error within 1e-16 m² of 100 iterations'). A frame whose solution is not finite is
+    reported as not converged.
+
+    Raises:
+        ValueError: an array of the wrong shape (named with its dimensions), a body index outside
+            the model, a negative or non-finite weight, a bound with lower > upper, a non-finite
+            start, ``iterations`` not a positive integer or ``xtol`` not positive.
+    """
+    _check_arguments(
+        model, bodies, points, markers, weights, q0, lower, upper, free,
+        coordinate_weights, coordinate_values, iterations, xtol,
+    )  # fmt: skip
     markers = jnp.asarray(markers, dtype=float)
     nt = markers.shape[0]
     w = jnp.where(jnp.any(jnp.isnan(markers), axis=2), 0.0, jnp.asarray(weights, dtype=float))
@@ -164,7 +183,36 @@ def solve_inverse_kinematics(
         return tot, rms, jnp.max(jnp.where(on, e, 0.0)), jnp.where(on, e, jnp.nan)
 
     tot, rms, mx, errs = jax.vmap(errors)(q, mk, w)
+    done = done & jnp.all(jnp.isfinite(q), axis=1)
     return InverseKinematicsResult(q, tot, rms, mx, errs, done)
+
+
+def _check_arguments(
+    model, bodies, points, markers, weights, q0, lower, upper, free, cw, cv, iterations, xtol
+) -> None:
+    where = "solve_inverse_kinematics"
+    names = model.coordinate_names
+    nt, nm, _ = check_shape(markers, ("nt", "nm", 3), where, "markers (m)")
+    check_shape(weights, (nt, nm), where, "weights (nt, nm)")
+    check_shape(bodies, (nm,), where, "bodies (one per marker)")
+    check_shape(points, (nm, 3), where, "points (m, one per marker)")
+    check_indices(bodies, model.nb, where, "bodies")
+    nq = model.nq
+    if np.ndim(q0) == 2:
+        check_shape(q0, (nt, nq), where, "q0 (nt, nq)")
+    else:
+        check_shape(q0, (nq,), where, "q0 (nq)")
+    for name, x in (("lower", lower), ("upper", upper), ("free", free)):
+        check_shape(x, (nq,), where, f"{name} (nq)")
+    for name, x in (("coordinate_weights", cw), ("coordinate_values", cv)):
+        if x is not None:
+            check_shape(x, (nt, nq), where, f"{name} (nt, nq)")
+    check_nonnegative(weights, where, "weights")
+    check_nonnegative(cw, where, "coordinate_weights", names)
+    check_finite(q0, where, "q0", names)
+    check_bounds(lower, upper, where, names)
+    check_positive(iterations, where, "iterations", integer=True)
+    check_positive(xtol, where, "xtol", "rad or m")
 
 
 def bounds_of(rotational, ranges, clamped) -> tuple[np.ndarray, np.ndarray]:

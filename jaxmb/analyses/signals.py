@@ -32,6 +32,8 @@ import math
 
 import numpy as np
 
+from .checks import check_finite, check_positive
+
 __all__ = [
     "EPS",
     "opensim_pad",
@@ -74,7 +76,10 @@ def opensim_pad(x: np.ndarray, pad: int) -> np.ndarray:
 def iir_coefficients(dt: float, cutoff: float) -> tuple[np.ndarray, np.ndarray, float]:
     """``(a, b, fc)`` of ``Signal::LowpassIIR``: numerator ``a`` (4,), denominator ``b`` (4,) with
     ``b[0] = 1`` (scipy's ``butter(3, fc, fs=1/dt)`` gives the same), and the cutoff used (OpenSim
-    lowers it to 0.49·fs when it is not below half the sampling frequency)."""
+    lowers it to 0.49·fs when it is not below half the sampling frequency). ``dt`` (s) and
+    ``cutoff`` (Hz) positive."""
+    check_positive(dt, "iir_coefficients", "dt", "s")
+    check_positive(cutoff, "iir_coefficients", "cutoff", "Hz")
     fs = 1.0 / dt
     fc = cutoff if cutoff < 0.5 * fs else 0.49 * fs
     wc = 2.0 * math.pi * fc
@@ -224,7 +229,10 @@ def natural_spline_matrix(
 
 
 def resample_times(t0: float, t1: float, dt: float) -> np.ndarray:
-    """``GCVSplineSet::constructStorage(0, dt)``'s times: ``t = t0; t += dt`` while ``t ≤ t1``."""
+    """``GCVSplineSet::constructStorage(0, dt)``'s times: ``t = t0; t += dt`` while ``t ≤ t1``
+    (finite t0 and t1 in s, dt positive)."""
+    check_finite(np.array([t0, t1], dtype=float), "resample_times", "[t0, t1]")
+    check_positive(dt, "resample_times", "dt", "s")
     out = []
     t = t0
     while t <= t1:
@@ -235,6 +243,8 @@ def resample_times(t0: float, t1: float, dt: float) -> np.ndarray:
 
 def find_index(times: np.ndarray, t: float) -> int:
     """``Storage::findIndex``: the last index whose time is ≤ t (0 when t precedes them all)."""
+    if math.isnan(t):
+        raise ValueError("find_index: the time t is NaN")
     i = 0
     while i < len(times) and not t < times[i]:
         i += 1
@@ -278,9 +288,17 @@ def coordinate_operators(
     accelerations the first derivative of a second quintic spline through those speeds,
     ``StaticOptimization::begin``).
     """
+    where = "coordinate_operators"
     if acceleration not in ("second_derivative", "derivative_of_speed"):
-        raise ValueError(f"coordinate_operators: unknown acceleration {acceleration!r}")
+        raise ValueError(f"{where}: unknown acceleration {acceleration!r}")
+    if cutoff is not None and math.isnan(cutoff):
+        raise ValueError(f"{where}: the cutoff frequency is NaN (negative or None: no filter)")
     t = np.asarray(times, dtype=float)
+    check_finite(t, where, "times")
+    if time_range is not None:
+        lo, hi = (float(v) for v in time_range)
+        if math.isnan(lo) or math.isnan(hi) or lo > hi:
+            raise ValueError(f"{where}: time_range {tuple(time_range)} must run forward (s)")
     n = t.shape[0]
     P = np.eye(n)
     resampled = False

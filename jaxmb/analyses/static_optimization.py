@@ -33,6 +33,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .checks import check_bounds, check_positive, check_shape
+
 __all__ = ["StaticOptimizationResult", "solve_static_optimization", "so_frame"]
 
 _STEPS = 2.0 ** -np.arange(0, 41)  # numpy: no JAX backend start at import
@@ -129,7 +131,26 @@ def solve_static_optimization(
     tol: float = 1e-6,
 ) -> StaticOptimizationResult:
     """Every frame's static optimization at once (``A[t] x = b[t]``); ``f`` (nt, na) the force per
-    unit control, to report forces (default: ones)."""
+    unit control, to report forces (default: ones). A frame with a non-finite ``A`` or ``b`` has a
+    NaN residual and is reported among the infeasible frames.
+
+    Raises:
+        ValueError: an array of the wrong shape (named with its dimensions), a bound with
+            lower > upper, ``exponent`` not a finite number > 1 (the cost Σ|x|^p must be strictly
+            convex), ``iterations`` not a positive integer, ``tol`` not positive.
+    """
+    where = "solve_static_optimization"
+    nt, nq, na = check_shape(A, ("nt", "nq", "na"), where, "A")
+    check_shape(b, (nt, nq), where, "b (nt, nq)")
+    for name, x in (("lower", lower), ("upper", upper)):
+        check_shape(x, (na,), where, f"{name} (na)")
+    if f is not None:
+        check_shape(f, (nt, na), where, "f (nt, na)")
+    check_bounds(lower, upper, where)
+    if not isinstance(exponent, jax.core.Tracer) and not (np.isfinite(exponent) and exponent > 1):
+        raise ValueError(f"{where}: exponent must be a finite number > 1, got {exponent!r}")
+    check_positive(iterations, where, "iterations", integer=True)
+    check_positive(tol, where, "tol", "N·m")
     A, b = jnp.asarray(A, dtype=float), jnp.asarray(b, dtype=float)
     lower, upper = jnp.asarray(lower, dtype=float), jnp.asarray(upper, dtype=float)
     x, _ = jax.vmap(lambda A1, b1: so_frame(A1, b1, lower, upper, exponent, iterations))(A, b)

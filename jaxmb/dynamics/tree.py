@@ -357,6 +357,12 @@ def batched_terms(
     The same numbers as ``vmap`` of :func:`jaxmb.dynamics.mass_matrix`, ``bias_forces`` and
     ``gravity_forces``; computed batch-last (:func:`equations_of_motion_bm`) and transposed back.
     """
+    q, qd = jnp.asarray(q), jnp.asarray(qd)
+    if q.ndim != 2 or q.shape[1] != model.nq or qd.shape != q.shape:
+        raise ValueError(
+            f"batched_terms: model {model.name!r}: q and qd must both have shape (B, nq={model.nq})"
+            f" (batch first), got {q.shape} and {qd.shape}"
+        )
     M, N, G = equations_of_motion_bm(model, q.T, qd.T, True, identity_map, chunk)
     return jnp.moveaxis(M, -1, 0), N.T, G.T
 
@@ -387,5 +393,10 @@ def batched_forward_dynamics(
             q, qd
         )
     if tau is not None:
+        if jnp.shape(tau) != q.shape:
+            raise ValueError(
+                f"batched_forward_dynamics: model {model.name!r}: tau must have the shape of q, "
+                f"(nq={model.nq}, B) = {q.shape}, got {jnp.shape(tau)}"
+            )
         rhs = rhs + tau
     return cholesky_solve_bm(M, rhs)
