@@ -637,6 +637,8 @@ ANALYSIS_CASES = {
     "resample_times dt 0 (never ends)": (lambda: an.resample_times(0.0, 1.0, 0.0), r"resample_times: dt \(s\) .*got 0.0"),
     "resample_times infinite end": (lambda: an.resample_times(0.0, np.inf, 0.1), r"resample_times: \[t0, t1\]\[1\] = inf is not finite"),
     "find_index NaN time": (lambda: an.find_index(T30, np.nan), r"find_index: the time t is NaN"),
+    "trial ID load on a body past the last": (lambda: an.trial_inverse_dynamics(CHAIN, np.zeros((4, 3)), np.zeros((4, 3)), np.zeros((4, 3)), [an.ExternalLoad(5, an.Frame(5), np.zeros((4, 3)), an.GROUND, None, an.GROUND, None, "grf")]), r"load 'grf': body is body 5, not a body of model 'chain3' \(-1: ground, 0 … 2\)"),
+    "trial ID force expressed in a missing body": (lambda: an.trial_inverse_dynamics(CHAIN, np.zeros((4, 3)), np.zeros((4, 3)), np.zeros((4, 3)), [an.ExternalLoad(0, an.Frame(0), np.zeros((4, 3)), an.Frame(3), None, an.GROUND, None, "grf")]), r"load 'grf': force_frame is body 3"),
 }  # fmt: skip
 
 

@@ -139,6 +139,14 @@ def trial_inverse_dynamics(
                     f"trial_inverse_dynamics: load {ld.name!r}: {what} must be ({nt}, 3), got "
                     f"{tuple(np.shape(a))}"
                 )
+        # an index past the last body would read the last body (JAX clamps indices)
+        for what, b in (("body", ld.body), ("body_frame", ld.body_frame.body),
+                        ("force_frame", ld.force_frame.body), ("point_frame", ld.point_frame.body)):
+            if not -1 <= b < model.nb:
+                raise ValueError(
+                    f"trial_inverse_dynamics: load {ld.name!r}: {what} is body {b}, not a body "
+                    f"of model {model.name!r} (-1: ground, 0 … {model.nb - 1})"
+                )
 
     def frame(q1, qd1, qdd1, k):
         return inverse_dynamics(model, q1, qd1, qdd1) - external_generalized_forces(
