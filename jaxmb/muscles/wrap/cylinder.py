@@ -41,7 +41,7 @@ __all__ = ["WrapCylinder", "cylinder_wrap_line"]
 
 _TANGENCY = 0.1 * jnp.pi / 180.0  # WrapCylinder.cpp TANGENCY_THRESHOLD
 _MAX_ADJUST = 100
-_DN = jnp.array([0.0, 0.0, 1.0])
+_DN = np.array([0.0, 0.0, 1.0])  # numpy: importing starts no JAX backend
 
 
 def _tangent_candidates(p, r):
