@@ -1,0 +1,68 @@
+"""The CLI's plots (issue 22): axes and legends carry units, and curves that coincide (arm26's three
+triceps heads) stay distinguishable: each gets its own line style and marker, markers at staggered
+samples, and a legend entry naming the curve it coincides with."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from helpers import PACKAGE_DATA  # noqa: E402
+
+import jaxmb as mb  # noqa: E402
+from jaxmb import plots  # noqa: E402
+
+
+def test_coinciding_curves_get_distinct_styles_and_name_their_twin():
+    x = np.linspace(0.0, 1.0, 40)
+    Y = np.stack([np.sin(x), np.sin(x), np.cos(x), np.sin(x) * (1 + 1e-6)], axis=1)
+    styles, same = plots.curve_styles(Y)
+    assert same == [None, 0, None, 0]
+    looks = {(s["ls"], s["marker"]) for s in styles}
+    assert len(looks) == 4
+    starts = [s["markevery"][0] for s in styles if s is not styles[2]]
+    assert len(set(starts)) == 3  # the markers of the three equal curves fall on different samples
+    assert [s["zorder"] for s in styles] == sorted(s["zorder"] for s in styles)
+    assert styles[0]["lw"] > styles[-1]["lw"]  # earlier curves drawn wider, underneath
+
+
+def _kept_figure(monkeypatch):
+    """Run a plot function without closing its figure, to read its axes."""
+    monkeypatch.setattr(plt, "close", lambda *a, **k: None)
+    plt.close("all")
+
+
+def test_moment_arm_plot_has_units_and_names_coinciding_muscles(monkeypatch, tmp_path):
+    model = mb.load_model(PACKAGE_DATA / "models" / "two_link_arm.json")
+    flexor, extensor = model.muscle_names
+    xs = np.linspace(0.0, 2.0, 30)
+    R = np.tile(np.linspace(0.01, 0.02, 30)[:, None], (1, 2))  # equal moment arms
+    L = np.stack([np.linspace(0.2, 0.3, 30), np.linspace(0.3, 0.2, 30)], axis=1)  # lengths apart
+    _kept_figure(monkeypatch)
+    plots.plot_moment_arms(tmp_path / "r.png", model, "elbow", xs, R, L)
+    arms, lengths = plt.gcf().axes[:2]
+    assert arms.get_xlabel() == "elbow (rad)"
+    assert arms.get_ylabel() == "moment arm R = −∂L/∂q (mm)"
+    assert lengths.get_ylabel() == "musculotendon length L (m)"
+    assert [t.get_text() for t in arms.get_legend().get_texts()] == [
+        flexor,
+        f"{extensor} (= {flexor})",
+    ]
+    assert [t.get_text() for t in lengths.get_legend().get_texts()] == [flexor, extensor]
+    assert (tmp_path / "r.png").stat().st_size > 0
+
+
+def test_trajectory_plot_axes_and_legend_carry_units(monkeypatch, tmp_path):
+    model = mb.models.chain(3)
+    t = np.linspace(0.0, 1.0, 20)
+    q = np.zeros((20, 3))
+    _kept_figure(monkeypatch)
+    plots.plot_trajectory(tmp_path / "q.png", model, t, q, q)
+    fig = plt.gcf()
+    assert fig.axes[0].get_xlabel() == "t (s)"
+    assert fig.axes[0].get_ylabel() == "q (rad)"
+    assert fig.axes[1].get_ylabel() == "q̇ (rad/s)"
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert labels == [f"{c} (rad)" for c in model.coordinate_names]
