@@ -31,6 +31,7 @@ __all__ = ["stored_jit", "program_dir"]
 
 _PACKAGE = Path(__file__).resolve().parents[1]
 _SOURCE_HASH: str | None = None
+_LOADED: dict[Path, object] = {}  # this process's compiled stored programs, by file
 # jax.export's serialization needs flatbuffers (a dependency of jaxmb; without it: no storing)
 _CAN_SERIALIZE = importlib.util.find_spec("flatbuffers") is not None
 
@@ -84,6 +85,9 @@ def stored_jit(fn, *args, name: str):
     ):
         return jax.jit(fn)(*args)
     path = d / f"{name}-{_key(name, treedef, leaves)}.jaxexport"
+    call = _LOADED.get(path)
+    if call is not None:
+        return call(*leaves)
     exp = None
     if path.is_file():
         try:
@@ -103,4 +107,5 @@ def stored_jit(fn, *args, name: str):
         with os.fdopen(fd, "wb") as f:
             f.write(exp.serialize())
         os.replace(tmp, path)
-    return jax.jit(exp.call)(*leaves)
+    call = _LOADED[path] = jax.jit(exp.call)
+    return call(*leaves)
