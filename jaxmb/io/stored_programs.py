@@ -72,11 +72,12 @@ def _key(name: str, treedef, leaves) -> str:
     return h.hexdigest()[:32]
 
 
-def stored_jit(fn, *args, name: str):
+def stored_jit(fn, *args, name: str, directory: str | Path | None = None):
     """``jax.jit(fn)(*args)``, with the traced program stored for later processes (see the module
-    docstring). ``name`` identifies ``fn`` in the key and the file name. The result is the same
-    pytree of arrays as ``jax.jit(fn)(*args)`` gives."""
-    d = program_dir()
+    docstring). ``name`` identifies ``fn`` in the key and the file name; ``directory`` overrides
+    :func:`program_dir`. ``fn``'s result must be arrays in tuples, lists or dicts (what
+    ``jax.export`` serializes); it is the same as ``jax.jit(fn)(*args)`` gives."""
+    d = Path(directory) if directory is not None else program_dir()
     leaves, treedef = jax.tree_util.tree_flatten(args)
     if (
         d is None
