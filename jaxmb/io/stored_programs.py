@@ -27,7 +27,7 @@ import jax
 import jaxlib
 import numpy as np
 
-__all__ = ["stored_jit", "program_dir"]
+__all__ = ["stored_jit", "program_dir", "forget_loaded"]
 
 _PACKAGE = Path(__file__).resolve().parents[1]
 _SOURCE_HASH: str | None = None
@@ -53,6 +53,11 @@ def program_dir() -> Path | None:
     directory, or None when no persistent cache is configured."""
     d = jax.config.jax_compilation_cache_dir
     return Path(d) / "jaxmb_programs" if d else None
+
+
+def forget_loaded() -> None:
+    """Drop this process's compiled stored programs (the files stay): what a new process sees."""
+    _LOADED.clear()
 
 
 def _key(name: str, treedef, leaves) -> str:
