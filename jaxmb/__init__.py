@@ -67,18 +67,6 @@ from .muscles import (  # noqa: E402
     share_forces,
     with_muscles,
 )
-from .simulation import (  # noqa: E402
-    ERKResult,
-    SimulationError,
-    Trajectory,
-    erk_solve,
-    shard_batch,
-    simulate,
-    simulate_batch,
-    simulate_sharded,
-    stack_models,
-    vary,
-)
 
 __version__ = "0.1.0"
 
@@ -94,6 +82,17 @@ _LAZY_NAMES = {
     "batched_terms": "jaxmb.dynamics.tree",
     "batched_forward_dynamics": "jaxmb.dynamics.tree",
     "batched_rk4": "jaxmb.simulation.driver",
+    # the simulation stage (diffrax: ~1.5 s of import) is not needed by the analyses' commands
+    "ERKResult": "jaxmb.simulation",
+    "SimulationError": "jaxmb.simulation",
+    "Trajectory": "jaxmb.simulation",
+    "erk_solve": "jaxmb.simulation",
+    "shard_batch": "jaxmb.simulation",
+    "simulate": "jaxmb.simulation",
+    "simulate_batch": "jaxmb.simulation",
+    "simulate_sharded": "jaxmb.simulation",
+    "stack_models": "jaxmb.simulation",
+    "vary": "jaxmb.simulation",
 }
 
 # The 0.1 layout's module paths, still importable (``import jaxmb.gait``, ``mb.hill``) for scripts

@@ -130,12 +130,11 @@ def lowpass_iir_matrix(n: int, dt: float, cutoff: float) -> np.ndarray:
     return lowpass_iir(dt, cutoff, np.eye(n))
 
 
-def _row(u: float, d: int, K: int) -> np.ndarray:
-    """d-th derivative in u of the monomials u^0 … u^(K-1) at u."""
-    r = np.zeros(K)
-    for k in range(d, K):
-        r[k] = math.factorial(k) / math.factorial(k - d) * u ** (k - d)
-    return r
+def _rows(u, d: int, K: int) -> np.ndarray:
+    """(len(u), K): d-th derivative in u of the monomials u^0 … u^(K-1) at each u."""
+    k = np.arange(K)
+    coef = np.array([math.factorial(j) / math.factorial(j - d) if j >= d else 0.0 for j in k])
+    return coef[None, :] * np.asarray(u, dtype=float)[:, None] ** np.maximum(k - d, 0)[None, :]
 
 
 def natural_spline_matrix(
@@ -167,43 +166,43 @@ def natural_spline_matrix(
         raise ValueError("natural_spline_matrix: knots must increase strictly")
     K, r = 2 * m, m - 1  # coefficients per piece; unknown derivatives per knot
     # local vector v = [y_a, h z_a1, …, h^r z_ar, y_b, h z_b1, …]: u-derivatives at u = 0 and 1
-    E = np.array([_row(0.0, d, K) for d in range(m)] + [_row(1.0, d, K) for d in range(m)])
+    E = np.concatenate([_rows(np.array([u]), d, K) for u in (0.0, 1.0) for d in range(m)])
     Einv = np.linalg.inv(E)  # coefficients = Einv @ v
     hs = float(np.mean(h))  # unknowns scaled: w_j = hs^j z_j
 
     # t-derivative k at u of a piece: row(u,k) @ Einv @ v / h^k; v in terms of (y, w):
-    # v[j] = (h/hs)^j w_j for j ≥ 1 (and y for j = 0)
+    # v[j] = (h/hs)^j w_j for j ≥ 1 (and y for j = 0). Vectorized over pieces (u, hi arrays):
+    # the knots of a trial are hundreds, and Python loops over them cost seconds per trial.
     def piece(u, k, hi):
-        c = _row(u, k, K) @ Einv / hi**k  # (K,)
-        sa = np.array([(hi / hs) ** j for j in range(m)])
-        return c[:m] * sa, c[m:] * sa  # coefficients on [y_a, w_a], [y_b, w_b]
+        c = (_rows(u, k, K) @ Einv) / hi[:, None] ** k  # (N, K)
+        sa = (hi[:, None] / hs) ** np.arange(m)[None, :]
+        return c[:, :m] * sa, c[:, m:] * sa  # coefficients on [y_a, w_a], [y_b, w_b]
 
     # block rows: knot i, equations k = m..2m-2 (r of them), scaled by hs^k
     Lo = np.zeros((n, r, r))
     Di = np.zeros((n, r, r))
     Up = np.zeros((n, r, r))
     Gy = np.zeros((n, r, 3))  # coefficients on y_{i-1}, y_i, y_{i+1} (moved to the right side)
-    for i in range(n):
-        for e, k in enumerate(range(m, 2 * m - 1)):
-            if i > 0:  # left piece i-1 at u = 1 (minus the right piece when interior)
-                a, b = piece(1.0, k, h[i - 1])
-                Lo[i, e] += a[1:] * hs**k
-                Di[i, e] += b[1:] * hs**k
-                Gy[i, e, 0] -= a[0] * hs**k
-                Gy[i, e, 1] -= b[0] * hs**k
-            if i < n - 1:
-                a, b = piece(0.0, k, h[i])
-                sgn = -1.0 if i > 0 else 1.0
-                Di[i, e] += sgn * a[1:] * hs**k
-                Up[i, e] += sgn * b[1:] * hs**k
-                Gy[i, e, 1] -= sgn * a[0] * hs**k
-                Gy[i, e, 2] -= sgn * b[0] * hs**k
+    sgn = np.where(np.arange(n - 1) > 0, -1.0, 1.0)[:, None]
+    for e, k in enumerate(range(m, 2 * m - 1)):
+        # knots 1 … n-1: the left piece i-1 at u = 1 (minus the right piece when interior)
+        a, b = piece(np.ones(n - 1), k, h)
+        Lo[1:, e] += a[:, 1:] * hs**k
+        Di[1:, e] += b[:, 1:] * hs**k
+        Gy[1:, e, 0] -= a[:, 0] * hs**k
+        Gy[1:, e, 1] -= b[:, 0] * hs**k
+        # knots 0 … n-2: the right piece i at u = 0
+        a, b = piece(np.zeros(n - 1), k, h)
+        Di[:-1, e] += sgn * a[:, 1:] * hs**k
+        Up[:-1, e] += sgn * b[:, 1:] * hs**k
+        Gy[:-1, e, 1] -= sgn[:, 0] * a[:, 0] * hs**k
+        Gy[:-1, e, 2] -= sgn[:, 0] * b[:, 0] * hs**k
     # right-hand sides for every datum: (n, r, n)
     R = np.zeros((n, r, n))
-    for i in range(n):
-        for c, jj in enumerate((i - 1, i, i + 1)):
-            if 0 <= jj < n:
-                R[i, :, jj] += Gy[i, :, c]
+    i = np.arange(n)
+    R[i, :, i] = Gy[:, :, 1]
+    R[i[1:], :, i[1:] - 1] = Gy[1:, :, 0]
+    R[i[:-1], :, i[:-1] + 1] = Gy[:-1, :, 2]
     # block Thomas
     Dp = Di.copy()
     Rp = R.copy()
@@ -219,11 +218,15 @@ def natural_spline_matrix(
     orders = (derivative,) if isinstance(derivative, int) else tuple(derivative)
     out = []
     eye = np.eye(n)
+    u = (x_eval - x[idx]) / h[idx]
     for d in orders:
-        M = np.zeros((x_eval.shape[0], n))
-        for j, (t, i) in enumerate(zip(x_eval, idx, strict=True)):
-            a, b = piece((t - x[i]) / h[i], d, h[i])
-            M[j] = a[0] * eye[i] + a[1:] @ W[i] + b[0] * eye[i + 1] + b[1:] @ W[i + 1]
+        a, b = piece(u, d, h[idx])
+        M = (
+            a[:, :1] * eye[idx]
+            + np.einsum("jr,jrn->jn", a[:, 1:], W[idx])
+            + b[:, :1] * eye[idx + 1]
+            + np.einsum("jr,jrn->jn", b[:, 1:], W[idx + 1])
+        )
         out.append(M)
     return out[0] if isinstance(derivative, int) else np.stack(out)
 

@@ -23,18 +23,9 @@ input ends with a one-line error and exit status 2.
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 
-from . import (
-    benchmark,
-    inverse_dynamics,
-    inverse_kinematics,
-    models,
-    moment_arms,
-    save,
-    simulate,
-    static_optimization,
-)
 from .common import CliError
 
 __all__ = ["main"]
@@ -55,20 +46,23 @@ MODEL is a built-in name (jaxmb models) or the path of a model file (*.json). Ou
 --out (default jaxmb_out/). Exit status 0 on success, 2 with a one-line error on bad input.
 """
 
-# the order of `jaxmb --help`
-_COMMANDS = (
-    models,
-    simulate,
-    save,
-    moment_arms,
-    benchmark,
-    inverse_kinematics,
-    inverse_dynamics,
-    static_optimization,
-)
+# command → its module in this package, in the order of `jaxmb --help`. Only the module of the
+# command being run is imported: the simulation commands import diffrax (1.5–3 s of a run's
+# start on a loaded 2-core machine) that the OpenSim-setup commands never use.
+_COMMANDS = {
+    "models": "models",
+    "simulate": "simulate",
+    "save": "save",
+    "moment-arms": "moment_arms",
+    "benchmark": "benchmark",
+    "inverse-kinematics": "inverse_kinematics",
+    "inverse-dynamics": "inverse_dynamics",
+    "static-optimization": "static_optimization",
+}
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(commands=tuple(_COMMANDS)) -> argparse.ArgumentParser:
+    """The parser with the subcommands ``commands`` (all of them by default)."""
     ap = argparse.ArgumentParser(
         prog="jaxmb",
         description="jaxmb: multibody dynamics with joint maps f(q), in JAX.",
@@ -76,14 +70,17 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in _COMMANDS:
-        command.add_parser(sub)
+    for name in commands:
+        importlib.import_module(f"{__package__}.{_COMMANDS[name]}").add_parser(sub)
     return ap
 
 
 def main(argv=None) -> int:
     """Entry point of the ``jaxmb`` command; returns the exit status."""
-    args = _parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # a known command first: only its parser (and module); else all, for help and errors
+    first = argv[0] if argv else None
+    args = _parser((first,) if first in _COMMANDS else tuple(_COMMANDS)).parse_args(argv)
     try:
         return args.func(args)
     except CliError as e:

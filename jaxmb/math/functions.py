@@ -25,6 +25,7 @@ file is the OpenSim reader's job (:func:`jaxmb.io.osim.parse_function`).
 from __future__ import annotations
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
@@ -150,16 +151,21 @@ def _simm_coefficients(x, y):
 
     Transcribes the tridiagonal system of ``SimmSpline::calcCoefficients`` (SIMM, after Forsythe,
     Malcolm & Moler 1977) as a dense solve, so it traces and differentiates; n is small (< 50).
+    Concrete knots are computed in numpy: as eager JAX operations, the ~30 small operations per
+    spline cost a dispatch (and, in a fresh process, a compilation-cache read) each, seconds for
+    the splines of one imported model.
     """
+    xp = jnp if isinstance(x, jax.core.Tracer) or isinstance(y, jax.core.Tracer) else np
+    x, y = xp.asarray(x), xp.asarray(y)
     n = x.shape[0]
     h = x[1:] - x[:-1]
     if n == 2:
         s = (y[1] - y[0]) / h[0]
-        return jnp.stack([s, s]), jnp.zeros(2), jnp.zeros(2)
+        return xp.stack([s, s]), xp.zeros(2), xp.zeros(2)
     delta = (y[1:] - y[:-1]) / h  # divided differences, (n-1,)
     rhs_inner = delta[1:] - delta[:-1]  # (n-2,)
     diag_inner = 2.0 * (h[:-1] + h[1:])
-    diag = jnp.concatenate([-h[:1], diag_inner, -h[-1:]])
+    diag = xp.concatenate([-h[:1], diag_inner, -h[-1:]])
     upper, lower = h, h
     if n > 3:
         d31, d20 = x[3] - x[1], x[2] - x[0]
@@ -168,15 +174,15 @@ def _simm_coefficients(x, y):
         c0 = (rhs_inner[1] / d31 - rhs_inner[0] / d20) * h[0] ** 2 / d30
         cn = -(rhs_inner[-1] / d1 - rhs_inner[-2] / d2) * h[-1] ** 2 / d3
     else:
-        c0 = cn = jnp.zeros((), dtype=rhs_inner.dtype)
-    rhs = jnp.concatenate([c0[None], rhs_inner, cn[None]])
-    T = jnp.diag(diag) + jnp.diag(upper, 1) + jnp.diag(lower, -1)
-    sigma = jnp.linalg.solve(T, rhs)
+        c0 = cn = xp.zeros((), dtype=rhs_inner.dtype)
+    rhs = xp.concatenate([c0[None], rhs_inner, cn[None]])
+    T = xp.diag(diag) + xp.diag(upper, 1) + xp.diag(lower, -1)
+    sigma = xp.linalg.solve(T, rhs)
     b_inner = delta - h * (sigma[1:] + 2.0 * sigma[:-1])
     b_last = delta[-1] + h[-1] * (sigma[-2] + 2.0 * sigma[-1])
-    b = jnp.concatenate([b_inner, b_last[None]])
+    b = xp.concatenate([b_inner, b_last[None]])
     d_inner = (sigma[1:] - sigma[:-1]) / h
-    d = jnp.concatenate([d_inner, d_inner[-1:]])
+    d = xp.concatenate([d_inner, d_inner[-1:]])
     c = 3.0 * sigma
     return b, c, d
 
@@ -210,7 +216,7 @@ class SimmSpline(_CubicSpline):
         _check_knots(x, y, "SimmSpline", 2)
         self.x = jnp.asarray(x, dtype=float)
         self.y = jnp.asarray(y, dtype=float)
-        self.b, self.c, self.d = _simm_coefficients(self.x, self.y)
+        self.b, self.c, self.d = (jnp.asarray(v) for v in _simm_coefficients(self.x, self.y))
 
 
 class NaturalCubicSpline(SimmSpline):

@@ -7,12 +7,12 @@ import time as _time
 import warnings
 from pathlib import Path
 
-import jax
 import numpy as np
 
 from ...analyses import trial_inverse_dynamics
 from ..motion import Storage, write_storage
 from ..osim import OsimImport, read_osim
+from ..stored_programs import stored_jit
 from .coordinates import TrialCoordinates, trial_coordinates
 from .external_loads import read_external_loads, sample_external_loads
 from .tools import InverseDynamicsSetup, check_exists, read_inverse_dynamics_setup
@@ -79,9 +79,19 @@ def run_inverse_dynamics(
             read_external_loads(setup.external_loads_file), imp, coords.times
         )
     say(f"solving {coords.times.shape[0]} frames")
-    f = jax.jit(trial_inverse_dynamics)
     t0 = _time.perf_counter()
-    tau = np.asarray(f(imp.model, coords.q, coords.qd, coords.qdd, loads))
+    # a stored program: a later run with this model and trial length traces nothing
+    tau = np.asarray(
+        stored_jit(
+            trial_inverse_dynamics,
+            imp.model,
+            coords.q,
+            coords.qd,
+            coords.qdd,
+            loads,
+            name="trial_inverse_dynamics",
+        )
+    )
     secs = _time.perf_counter() - t0
     if not np.all(np.isfinite(tau)):
         bad = coords.times[~np.all(np.isfinite(tau), axis=1)]

@@ -8,12 +8,12 @@ import dataclasses
 import time as _time
 from pathlib import Path
 
-import jax
 import numpy as np
 
 from ...analyses import InverseKinematicsResult, solve_inverse_kinematics
 from ..motion import MotionFileError, Storage, read_trc, write_storage
 from ..osim import OsimImport, read_osim
+from ..stored_programs import stored_jit
 from .coordinates import raw_coordinates
 from .tools import InverseKinematicsSetup, check_exists, read_inverse_kinematics_setup
 from .xml import SetupError
@@ -118,6 +118,16 @@ def ik_problem(setup: InverseKinematicsSetup, imp: OsimImport):
     )
 
 
+_IK_FIELDS = ("q", "total_squared_error", "rms_error", "max_error", "marker_errors", "converged")
+
+
+def _ik_solve(*args):
+    """:func:`solve_inverse_kinematics` with its result as a tuple of arrays (``_IK_FIELDS``): a
+    stored program's outputs must be a plain pytree."""
+    r = solve_inverse_kinematics(*args)
+    return tuple(getattr(r, f) for f in _IK_FIELDS)
+
+
 def run_inverse_kinematics(setup_path, out=None, *, write: bool = True, progress=None):
     """Run an InverseKinematicsTool setup (see the module docstring)."""
     say = progress or (lambda msg: None)
@@ -129,21 +139,23 @@ def run_inverse_kinematics(setup_path, out=None, *, write: bool = True, progress
     times, names, bodies, points, meas, w, q0, lo, hi, free, cw, cv = ik_problem(setup, imp)
     say(f"compiling and solving {times.shape[0]} frames")
     t_start = _time.perf_counter()
-    solve = jax.jit(solve_inverse_kinematics, static_argnames=("iterations",))
-    r = solve(imp.model, bodies, points, meas, w, q0, lo, hi, free, cw, cv)
+    # both passes start from (nt, nq) poses: one program (stored: a later run traces nothing)
+    q0 = np.broadcast_to(np.asarray(q0, dtype=float), (times.shape[0], np.size(lo)))
+    args = (bodies, points, meas, w)
+    rest = (lo, hi, free, cw, cv)
+    r = InverseKinematicsResult(
+        *stored_jit(_ik_solve, imp.model, *args, q0, *rest, name="ik_solve")
+    )
     # second pass: each frame restarted from its predecessor's solution (OpenSim tracks frame
     # to frame); the better of the two is kept per frame
     q_prev = np.vstack([np.asarray(r.q[:1]), np.asarray(r.q[:-1])])
-    r2 = solve(imp.model, bodies, points, meas, w, q_prev, lo, hi, free, cw, cv)
+    r2 = InverseKinematicsResult(
+        *stored_jit(_ik_solve, imp.model, *args, q_prev, *rest, name="ik_solve")
+    )
     better = np.asarray(r2.total_squared_error) < np.asarray(r.total_squared_error)
     pick = lambda a, b: np.where(better.reshape((-1,) + (1,) * (np.ndim(a) - 1)), b, a)  # noqa
     res = InverseKinematicsResult(
-        *(
-            pick(np.asarray(getattr(r, f)), np.asarray(getattr(r2, f)))
-            for f in (
-                "q", "total_squared_error", "rms_error", "max_error", "marker_errors", "converged"
-            )
-        )
+        *(pick(np.asarray(getattr(r, f)), np.asarray(getattr(r2, f))) for f in _IK_FIELDS)
     )
     secs = _time.perf_counter() - t_start
     q = np.asarray(res.q)

@@ -25,6 +25,7 @@ from ...kinematics import tree_kinematics
 from ...muscles import lengths_and_moment_arms
 from ..motion import Storage, write_storage
 from ..osim import OsimImport, model_with_muscles, read_osim
+from ..stored_programs import stored_jit
 from .actuators import actuator_loads, model_actuators, muscle_capacity, read_force_set
 from .coordinates import TrialCoordinates, trial_coordinates
 from .external_loads import read_external_loads, sample_external_loads
@@ -202,10 +203,14 @@ def run_static_optimization(
         loads = sample_external_loads(read_external_loads(setup.external_loads_file), imp, times)
     say(f"compiling and solving {times.shape[0]} frames")
     t_start = _time.perf_counter()
-    L, R = jax.jit(trial_paths)(model, q)
+    # stored programs: a later run with this model and trial length traces nothing
+    L, R = stored_jit(trial_paths, model, q, name="trial_paths")
     say("muscle paths done")
     x, F, res, cost = (
-        np.asarray(v) for v in jax.jit(so_problem_solve)(model, prob, q, u, udot, loads, L, R)
+        np.asarray(v)
+        for v in stored_jit(
+            so_problem_solve, model, prob, q, u, udot, loads, L, R, name="so_problem_solve"
+        )
     )
     secs = _time.perf_counter() - t_start
     mx = np.max(np.abs(res), axis=1)

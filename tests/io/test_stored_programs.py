@@ -1,0 +1,109 @@
+"""Stored compiled programs (jax.export next to the persistent compilation cache): a later call
+with the same structure and shapes runs the stored program without tracing, with the same result
+as ``jax.jit``; anything in the key that changes makes a new program; a damaged file is traced
+again; no persistent cache, no storing."""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxmb  # noqa: F401  (x64)
+from jaxmb.io import stored_programs as sp
+
+
+class _Springs(eqx.Module):
+    k: jax.Array
+    order: tuple[int, ...] = eqx.field(static=True)
+
+
+TRACES = []
+
+
+def _energy(m: _Springs, q):
+    TRACES.append(q.shape)  # runs only when traced
+    x = q[:, jnp.asarray(m.order)]
+    return 0.5 * jnp.sum(m.k * jnp.sin(x) ** 2, axis=1), jnp.cos(x) @ m.k
+
+
+@pytest.fixture
+def cache_dir(tmp_path):
+    # the directory is passed to stored_jit: setting JAX's cache directory here would start the
+    # persistent cache for the rest of the test process
+    sp.forget_loaded()
+    TRACES.clear()
+    return tmp_path
+
+
+def run(cache_dir, *args):
+    return sp.stored_jit(_energy, *args, name="energy", directory=cache_dir / "p")
+
+
+def _new_process():
+    """What a new process sees: nothing compiled in memory (the files stay)."""
+    sp.forget_loaded()
+
+
+def test_second_process_runs_the_stored_program_without_tracing(cache_dir):
+    m = _Springs(jnp.array([1.0, 2.0, 3.0]), (2, 0, 1))
+    q = np.random.default_rng(0).normal(size=(5, 3))
+    ref = jax.jit(_energy)(m, q)
+    TRACES.clear()
+    a = run(cache_dir, m, q)
+    assert len(TRACES) == 1
+    files = list((cache_dir / "p").glob("energy-*.jaxexport"))
+    assert len(files) == 1
+    _new_process()
+    b = run(cache_dir, m, q * 2)
+    assert len(TRACES) == 1  # not traced again
+    c = run(cache_dir, _Springs(m.k * 3, m.order), q)
+    assert len(TRACES) == 1  # new array values are inputs, not part of the key
+    ref2 = jax.jit(_energy)(m, q * 2)
+    ref3 = jax.jit(_energy)(_Springs(m.k * 3, m.order), q)
+    for got, want in ((a, ref), (b, ref2), (c, ref3)):
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-15, atol=1e-15)
+
+
+def test_structure_or_shape_change_makes_a_new_program(cache_dir):
+    m = _Springs(jnp.array([1.0, 2.0, 3.0]), (2, 0, 1))
+    q = np.ones((4, 3))
+    run(cache_dir, m, q)
+    _new_process()
+    run(cache_dir, m, np.ones((6, 3)))  # another trial length: a new program
+    e = run(cache_dir, _Springs(m.k, (0, 1, 2)), q)  # another static field: a new program
+    assert len(TRACES) == 3
+    assert len(list((cache_dir / "p").glob("*.jaxexport"))) == 3
+    want = jax.jit(_energy)(_Springs(m.k, (0, 1, 2)), q)
+    np.testing.assert_allclose(np.asarray(e[0]), np.asarray(want[0]), rtol=1e-15)
+
+
+def test_a_damaged_file_is_traced_again(cache_dir):
+    m = _Springs(jnp.array([1.0, 2.0]), (1, 0))
+    q = np.ones((3, 2))
+    run(cache_dir, m, q)
+    (f,) = (cache_dir / "p").glob("*.jaxexport")
+    f.write_bytes(f.read_bytes()[:100])
+    _new_process()
+    out = run(cache_dir, m, q)
+    assert len(TRACES) == 2
+    np.testing.assert_allclose(np.asarray(out[1]), np.asarray(jax.jit(_energy)(m, q)[1]))
+
+
+def test_no_persistent_cache_no_files(monkeypatch):
+    monkeypatch.setattr(sp, "program_dir", lambda: None)
+    sp.forget_loaded()
+    TRACES.clear()
+    m = _Springs(jnp.array([1.0]), (0,))
+    for _ in range(2):  # plain jax.jit: traced once in this process, nothing stored
+        out = sp.stored_jit(_energy, m, np.ones((2, 1)), name="energy")
+        np.testing.assert_allclose(np.asarray(out[0]), 0.5 * np.sin(1.0) ** 2, rtol=1e-15)
+    assert len(TRACES) == 1
+
+
+def test_program_dir_follows_the_compilation_cache():
+    d = jax.config.jax_compilation_cache_dir
+    assert sp.program_dir() == (None if not d else sp.Path(d) / "jaxmb_programs")
