@@ -53,6 +53,14 @@ __all__ = [
     "transform_derivatives",
     "kron_derivatives",
     "kron_derivatives_recursive",
+    "jump_schedule",
+    "take_bodies",
+    "TreeLevels",
+    "tree_levels",
+    "to_levels",
+    "from_levels",
+    "level_parent",
+    "materialized",
     "world_poses",
     "joint_axes",
     "Kinematics",
@@ -131,7 +139,7 @@ def local_transforms(model: Model, f: Float[Array, " nj"]) -> Float[Array, "nb 4
     return _homogeneous(R, d[:, None] * model.axis_d)
 
 
-def _jump_schedule(parent) -> list[np.ndarray]:
+def jump_schedule(parent) -> list[np.ndarray]:
     """Static pointer-jumping schedule: before step s, ptr[i] is the 2^s-th ancestor (or ground)."""
     nb = len(parent)
     ptr = np.where(np.asarray(parent) < 0, nb, np.asarray(parent))
@@ -151,7 +159,7 @@ def compose_transforms(parent, local: Float[Array, "nb 4 4"]) -> Float[Array, "n
     """
     T = local
     eye = jnp.eye(4, dtype=T.dtype)[None]
-    for ptr in _jump_schedule(parent):
+    for ptr in jump_schedule(parent):
         T = _bmm(jnp.concatenate([T, eye], axis=0)[ptr], T)
     return T
 
@@ -193,20 +201,30 @@ def joint_twists(model: Model, A: Float[Array, "nb 4 4"]) -> Float[Array, "nb 4 
 # contiguous (nb, B) slabs. A single state is the batch B = 1; the tree dynamics
 # (:mod:`jaxmb.dynamics.tree`) runs on these arrays directly.
 
-UNROLL_POSES = 16  # up to this many bodies the pose pass is unrolled, beyond it a lax.scan
+def materialized(x: Array) -> Array:
+    """x computed once: XLA:CPU does not fuse a product with the identity into its consumers, and
+    otherwise recomputes an expensive producer (sin, a closed-loop solution) in each (9 outputs of
+    one sin, chain(30), B = 4096: 4.0 → 1.2 µs per state; ``optimization_barrier`` did not help)."""
+    k = x.shape[0]
+    return (jnp.eye(k, dtype=x.dtype) @ x.reshape(k, -1)).reshape(x.shape)
 
 
 def mv3(R, v):
-    """R v for R (3, 3, ...) and v (3, ...), as broadcast products (no tiny CPU dot kernels)."""
+    """R v for R (3, 3, ..., B), v (3, ..., B), elementwise over the trailing slabs (an einsum is
+    nb·B tiny CPU dots). One state: a broadcast product and a sum, which XLA fuses into few loops
+    (1.7× faster per state); a batch: no reduction over a leading axis, which XLA:CPU does not
+    vectorise over B (pose pass 3-10× slower)."""
+    if R.shape[-1] == 1 and v.shape[-1] == 1:
+        return jnp.sum(R * v[None], axis=1)
+    # rows stacked: unstacked, a chunked batch rounds differently from the whole (test_batched)
     return jnp.stack([R[r, 0] * v[0] + R[r, 1] * v[1] + R[r, 2] * v[2] for r in range(3)])
 
 
 def mm3(A, B):
-    """A B for (3, 3, ...) matrices, as broadcast products."""
-    return jnp.stack(
-        [jnp.stack([A[r, 0] * B[0, c] + A[r, 1] * B[1, c] + A[r, 2] * B[2, c] for c in range(3)])
-         for r in range(3)]
-    )  # fmt: skip
+    """A B for (3, 3, ..., B): as :func:`mv3`; a batch adds 3 products (a 9-entry stack is slow)."""
+    if A.shape[-1] == 1 and B.shape[-1] == 1:
+        return jnp.sum(A[:, :, None] * B[None], axis=1)
+    return A[:, 0, None] * B[None, 0] + A[:, 1, None] * B[None, 1] + A[:, 2, None] * B[None, 2]
 
 
 def cross3(a, b):
@@ -228,30 +246,46 @@ def _rotation_sc(axis, s, c):
     return jnp.stack([jnp.stack(r) for r in rows])
 
 
-def _topological(parent) -> tuple[int, ...]:
-    seen, order = set(), []
-    pending = list(range(len(parent)))
-    while pending:
-        progressed = False
-        for i in list(pending):
-            if parent[i] < 0 or parent[i] in seen:
-                order.append(i)
-                seen.add(i)
-                pending.remove(i)
-                progressed = True
-        if not progressed:
-            raise ModelError(f"parent array {parent} has a cycle; bodies {pending} unreachable")
-    return tuple(order)
+def take_bodies(x, idx, ground=None):
+    """``x[..., idx, :]`` along the bodies axis (−2) of a batch-last array, for a static index array
+    ``idx``; index nb picks ``ground`` (broadcast to one body's slab; zero when None).
+
+    Runs of consecutive indices become slices, runs of one index broadcasts: a chain's shifted
+    index (a pointer-jumping step) is two slices, not an XLA gather."""
+    idx = np.asarray(idx)
+    nb = x.shape[-2]
+    slot = jnp.zeros_like(x[..., :1, :]) if ground is None else jnp.broadcast_to(
+        ground, x[..., :1, :].shape).astype(x.dtype)
+    full = jnp.concatenate([x, slot], axis=-2)
+    runs, k = [], 0
+    while k < len(idx):
+        e = k + 1
+        if idx[k] == nb or (e < len(idx) and idx[e] == idx[k]):
+            while e < len(idx) and idx[e] == idx[k]:
+                e += 1
+            piece = full[..., idx[k] : idx[k] + 1, :]
+            runs.append(jnp.broadcast_to(piece, piece.shape[:-2] + (e - k, piece.shape[-1])))
+        else:
+            while e < len(idx) and idx[e] == idx[e - 1] + 1 and idx[e] < nb:
+                e += 1
+            runs.append(full[..., idx[k] : idx[k] + e - k, :])
+        k = e
+    if len(runs) > 8:  # an irregular tree: one gather
+        return jnp.take(full, jnp.asarray(idx), axis=-2)
+    return runs[0] if len(runs) == 1 else jnp.concatenate(runs, axis=-2)
 
 
 def world_poses(model: Model, f: Float[Array, "nj B"]):
     """Eq. 40 for B joint-variable vectors at once: rotations R_i (3, 3, nb, B), origins o_i
     (3, nb, B) (m) and parent rotations R_λ(i) (3, 3, nb, B), all in the ground frame.
 
-    ``R_i = R_λ R(V_θ, θ_i)``, ``o_i = o_λ + R_λ p_i``: straight-line code up to
-    :data:`UNROLL_POSES` bodies (measured 17 % faster than a scan for chain(7)), a ``lax.scan``
-    over the bodies in topological order beyond (one small compiled step whatever nb; the carry
-    holds every body's pose plus the ground's at index nb).
+    ``R_i = R_λ R(V_θ, θ_i)``, ``o_i = o_λ + R_λ p_i``. Neither the trace nor the run has a step
+    per body:
+
+    * a batch (B > 1): a ``lax.scan`` over depth, each step every body of one depth for every
+      state (:func:`tree_levels`), O(nb) work;
+    * one state: pointer jumping (:func:`jump_schedule`), ⌈log₂ depth⌉ fused steps
+      ``T_i ← T_ptr(i) T_i`` (O(nb log nb) work but no loop, which costs more at B = 1).
     """
     nb, B = f.shape
     dtype = f.dtype
@@ -259,45 +293,89 @@ def world_poses(model: Model, f: Float[Array, "nj B"]):
     ang = jnp.where(rev[:, None], f, model.theta.astype(dtype)[:, None])  # (nb, B)
     dist = jnp.where(rev[:, None], model.d.astype(dtype)[:, None], f)
     a = model.axis_theta.astype(dtype).T[:, :, None]  # (3, nb, 1)
-    Rloc = _rotation_sc(a, jnp.sin(ang), jnp.cos(ang))  # (3, 3, nb, B)
-    ploc = model.axis_d.astype(dtype).T[:, :, None] * dist[None]  # (3, nb, B)
-    if nb <= UNROLL_POSES:  # straight-line code: no dynamic slicing of a carried pose array
-        R, o, Rpar = [None] * nb, [None] * nb, [None] * nb
-        for i in _topological(model.parent):
-            lam = model.parent[i]
-            if lam < 0:
-                Rpar[i] = jnp.broadcast_to(jnp.eye(3, dtype=dtype)[:, :, None], (3, 3, B))
-                R[i], o[i] = Rloc[:, :, i], ploc[:, i]
-            else:
-                Rpar[i] = R[lam]
-                R[i] = mm3(R[lam], Rloc[:, :, i])
-                o[i] = o[lam] + mv3(R[lam], ploc[:, i])
-        return jnp.stack(R, axis=2), jnp.stack(o, axis=1), jnp.stack(Rpar, axis=2)
-    order = np.asarray(_topological(model.parent))
-    par = np.asarray(model.parent)[order]
-    par = np.where(par < 0, nb, par)
-    R0 = jnp.zeros((nb + 1, 3, 3, B), dtype).at[nb].set(jnp.eye(3, dtype=dtype)[:, :, None])
-    o0 = jnp.zeros((nb + 1, 3, B), dtype)
+    sc = jnp.stack([jnp.sin(ang), jnp.cos(ang)])
+    if B > 1:  # else XLA recomputes sin and cos in each of the 9 entries (chain(30): 3.4× slower)
+        sc = materialized(sc)
+    R = _rotation_sc(a, sc[0], sc[1])  # (3, 3, nb, B), local
+    o = model.axis_d.astype(dtype).T[:, :, None] * dist[None]  # (3, nb, B), local
+    eye = jnp.eye(3, dtype=dtype)[:, :, None, None]
+    par = np.where(np.asarray(model.parent) < 0, nb, np.asarray(model.parent))
+    if B == 1:  # one state: log₂ depth fused steps beat a loop of depth steps
+        for ptr in jump_schedule(model.parent):
+            Rp, op = take_bodies(R, ptr, eye), take_bodies(o, ptr)
+            R, o = mm3(Rp, R), op + mv3(Rp, o)
+        return R, o, take_bodies(R, par, eye)
 
-    def step(carry, x):
-        R, o = carry
-        i, lam, Rl, pl = x
-        Rp, op = R[lam], o[lam]
-        return (R.at[i].set(mm3(Rp, Rl)), o.at[i].set(op + mv3(Rp, pl))), Rp
+    def step(carry, x):  # one level of the tree: every body of that depth at once
+        Rprev, oprev = carry
+        Rl, pl, slot = x
+        Rp, op = level_parent(Rprev, slot), level_parent(oprev, slot)
+        Ri = mm3(Rp, Rl)
+        return (Ri, op + mv3(Rp, pl)), (Ri, op + mv3(Rp, pl), Rp)
 
-    xs = (
-        jnp.asarray(order),
-        jnp.asarray(par),
-        jnp.moveaxis(Rloc, 2, 0)[order],
-        jnp.moveaxis(ploc, 1, 0)[order],
-    )
-    (R, o), Rpar = jax.lax.scan(step, (R0, o0), xs)
-    inv = np.argsort(order)
-    return (
-        jnp.moveaxis(R[:nb], 0, 2),
-        jnp.moveaxis(o[:nb], 0, 1),
-        jnp.moveaxis(Rpar[inv], 0, 2),
-    )
+    levels = tree_levels(model.parent)
+    W = levels.index.shape[1]
+    init = (jnp.broadcast_to(eye, (3, 3, W, B)), jnp.zeros((3, W, B), dtype))
+    xs = (to_levels(R, levels), to_levels(o, levels), jnp.asarray(levels.slot))
+    _, (R, o, Rpar) = jax.lax.scan(step, init, xs)
+    return from_levels(R, levels), from_levels(o, levels), from_levels(Rpar, levels)
+
+
+@dataclasses.dataclass(frozen=True)
+class TreeLevels:
+    """Static level structure of a tree: the bodies of depth d are ``index[d]`` (width W, padded
+    with nb), ``slot[d, w]`` is the position of body ``index[d, w]``'s parent within level d − 1
+    (0 for roots and padding), ``pos[i]`` the flat position d·W + w of body i."""
+
+    index: np.ndarray
+    slot: np.ndarray
+    pos: np.ndarray
+
+
+def tree_levels(parent) -> TreeLevels:
+    """The :class:`TreeLevels` of a parent array whose parents precede their children."""
+    parent = np.asarray(parent)
+    nb = len(parent)
+    depth = np.zeros(nb, int)
+    for i in range(nb):  # parents come first (a model's bodies are in topological order)
+        depth[i] = 0 if parent[i] < 0 else depth[parent[i]] + 1
+    D = int(depth.max()) + 1
+    W = int(np.bincount(depth).max())
+    index = np.full((D, W), nb)
+    slot = np.zeros((D, W), int)
+    pos = np.zeros(nb, int)
+    fill = np.zeros(D, int)
+    for i in range(nb):
+        d = depth[i]
+        index[d, fill[d]] = i
+        pos[i] = d * W + fill[d]
+        if parent[i] >= 0:
+            slot[d, fill[d]] = pos[parent[i]] - (d - 1) * W
+        fill[d] += 1
+    return TreeLevels(index=index, slot=slot, pos=pos)
+
+
+def to_levels(x, levels: TreeLevels):
+    """(..., nb, B) → (D, ..., W, B): the bodies grouped by depth (padding zero)."""
+    D, W = levels.index.shape
+    y = take_bodies(x, levels.index.reshape(-1))
+    y = y.reshape(y.shape[:-2] + (D, W, y.shape[-1]))
+    return jnp.moveaxis(y, -3, 0)
+
+
+def from_levels(y, levels: TreeLevels):
+    """(D, ..., W, B) → (..., nb, B) in body order."""
+    D, W = levels.index.shape
+    y = jnp.moveaxis(y, 0, -3)
+    y = y.reshape(y.shape[:-3] + (D * W, y.shape[-1]))
+    return take_bodies(y, levels.pos)
+
+
+def level_parent(prev, slot):
+    """The parents' entries (..., W, B) of one level from the previous level's (..., W, B)."""
+    if prev.shape[-2] == 1:
+        return prev
+    return jnp.take(prev, slot, axis=-2)
 
 
 def joint_axes(model: Model, o, Rpar):

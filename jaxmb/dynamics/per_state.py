@@ -32,6 +32,9 @@ __all__ = ["tree_terms"]
 
 _WANT = ("m", "n", "g")
 
+#: body-states per chunk of the batched kernel (see the batching rule)
+CHUNK_BODY_STATES = 1024
+
 
 def _one_state(model: Model, q, qd, want: tuple[str, ...], identity: bool):
     M, h, G = projected_terms(model, tree_kinematics(model, q), qd, want_m="m" in want,
@@ -59,7 +62,7 @@ def _vmappable(static, want: tuple[str, ...], identity: bool):
         # chunks of ~1024 body-states keep the (nb, chunk) slabs in cache (chain(30), B = 4096:
         # 116 µs per state unchunked, 29 µs in chunks of 32); each term computes only itself
         # (XLA does not merge the three chunk loops of one jit)
-        chunk = max(8, 1 << int(np.log2(max(1024 // model.nb, 1))))
+        chunk = max(8, 1 << int(np.log2(max(CHUNK_BODY_STATES // model.nb, 1))))
         M, N, G = equations_of_motion_bm(model, q.T, qd.T, "m" in want, identity, chunk,
                                          want_n="n" in want, want_g="g" in want)  # fmt: skip
         T = lambda x: None if x is None else x.T

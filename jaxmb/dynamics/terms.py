@@ -136,8 +136,8 @@ def try_forward_dynamics(model: Model, q, qd, tau=None, t=0.0):
     the equations of motion and every force element.
     """
     kin = tree_kinematics(model, q)
-    M, h, G = projected_terms(model, kin, qd)
-    rhs = G - h + applied_forces_from(model, kin, qd, t) + _tau_vector(model, tau, q, qd, t)
+    M, h_minus_G, _ = projected_terms(model, kin, qd, fold_gravity=True)
+    rhs = applied_forces_from(model, kin, qd, t) + _tau_vector(model, tau, q, qd, t) - h_minus_G
     qdd = cholesky_solve_bm(M[..., None], rhs[:, None])[:, 0]
     return qdd, jnp.all(jnp.isfinite(qdd))
 
@@ -182,8 +182,8 @@ def inverse_dynamics(
     """τ (nq,) with ``M q̈ + N q̇ = G + Q_applied + τ``, by one Newton–Euler pass (no M formed)."""
     check_coordinate_vectors(model, "inverse_dynamics", q=q, qd=qd, qdd=qdd)
     kin = tree_kinematics(model, q)
-    _, rnea, G = projected_terms(model, kin, qd, qdd, want_m=False)
-    return rnea - G - applied_forces_from(model, kin, qd, t)
+    _, rnea_minus_G, _ = projected_terms(model, kin, qd, qdd, want_m=False, fold_gravity=True)
+    return rnea_minus_G - applied_forces_from(model, kin, qd, t)
 
 
 def kinetic_energy(

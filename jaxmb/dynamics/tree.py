@@ -14,8 +14,10 @@ ground frame): spatial vectors are (ω, v_O) about the ground origin, where
 * joint axes are ``S_i = (R_λ V_θ, o_i × R_λ V_θ)`` (revolute) or ``(0, R_λ V_d)`` (prismatic)
   (:func:`jaxmb.kinematics.joint_axes` on the poses of :func:`jaxmb.kinematics.world_poses`);
 * velocities ``V = Anc (S θ̇)`` and accelerations ``A = Anc (S θ̈ + V × S θ̇)`` are ancestor sums
-  and the joint forces ``F = Ancᵀ (I A + V ×* I V)`` descendant sums, each one
-  (nb × nb) @ (nb × 6B) matrix product with the static ancestor mask;
+  and the joint forces ``F = Ancᵀ (I A + V ×* I V)`` descendant sums: for a batch, O(nb) sweeps
+  with no step per body (pointer jumping down the tree, a preorder cumulative sum up it:
+  :func:`_ancestor_sum`, :func:`_descendant_sum`); for one small state, one fused broadcast-sum
+  over the static ancestor mask;
 * the rigid-body inertia is kept as (m, h = m c, Ī = rotational inertia about the ground origin),
   ``I (ω, v) = (Ī ω + h × v, m v − h × ω)``, 13 numbers per body instead of a 6×6 matrix;
 * gravity is the uniform fictitious acceleration −g, so its body forces ``(h × (−g), −m g)`` need
@@ -44,7 +46,18 @@ from jaxtyping import Array, Float
 
 from ..forces import applied_forces
 from ..joint_maps import LinearMap
-from ..kinematics import Kinematics, cross3, joint_axes, mm3, mv3, small_einsum, world_poses
+from ..kinematics import (
+    Kinematics,
+    cross3,
+    joint_axes,
+    jump_schedule,
+    materialized,
+    mm3,
+    mv3,
+    small_einsum,
+    take_bodies,
+    world_poses,
+)
 from ..model import Model, ModelError
 
 __all__ = [
@@ -68,10 +81,75 @@ def _dot(a, b):
     return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
 
 
-def _anc_sum(mask, x):
-    """Σ_j mask[i, j] x[k, j, b] for x (k, nb, B): one matrix product over the bodies, or (one
-    state, small trees) a fused broadcast-sum: a CPU dot call costs more than the whole sum there."""
-    return small_einsum("ij,kjb->kib", mask, x)
+#: Up to this many (body, body, state) triples an ancestor or descendant sum is a masked
+#: broadcast-sum over the static ancestor mask (nb² per component, but one fused loop: the one-state
+#: right-hand side inside a user's solver); above, the O(nb) sweeps of :func:`_ancestor_sum` and
+#: :func:`_descendant_sum` (the batch, and large trees).
+MASKED_SUMS = 1024
+
+
+def _preorder(parent) -> tuple[np.ndarray, np.ndarray]:
+    """Depth-first preorder of the bodies and, per position k of that order, the position where
+    the subtree of the body at k ends (its subtree occupies positions [k, end[k]))."""
+    nb = len(parent)
+    children = [[] for _ in range(nb)]
+    roots = []
+    for i, p in enumerate(parent):
+        (roots if p < 0 else children[p]).append(i)
+    order, end, stack = [], np.zeros(nb, int), []
+
+    def visit(i):  # iterative: a chain of hundreds of bodies must not hit the recursion limit
+        stack.append((i, False))
+        while stack:
+            j, done = stack.pop()
+            if done:
+                end[pos[j]] = len(order)
+                continue
+            pos[j] = len(order)
+            order.append(j)
+            stack.append((j, True))
+            stack.extend((c, False) for c in reversed(children[j]))
+
+    pos = {}
+    for r in roots:
+        visit(r)
+    return np.asarray(order), end
+
+
+def _ancestor_sum(model: Model, x):
+    """``Σ_{j ⪯ i} x[..., j, :]`` for x (k, nb, B): velocities and accelerations down the tree.
+
+    By pointer jumping (:func:`jaxmb.kinematics.jump_schedule`): ⌈log₂ depth⌉ steps
+    ``x_i ← x_i + x_ptr(i)``, each one vector operation over all bodies and states (a chain's
+    pointer is a shift: two slices). Small problems take the masked broadcast-sum instead.
+    """
+    nb, B = x.shape[-2:]
+    if nb * nb * B <= MASKED_SUMS:
+        return small_einsum("ij,kjb->kib", jnp.asarray(model.ancestors, x.dtype), x)
+    for ptr in jump_schedule(model.parent):
+        x = x + take_bodies(x, ptr)
+    return x
+
+
+def _descendant_sum(model: Model, x):
+    """``Σ_{i ⪰ j} x[..., i, :]`` for x (k, nb, B): joint forces and composite inertias up the tree.
+
+    In depth-first preorder a subtree is a contiguous range [k, end_k), so its sum is a
+    difference of one reverse cumulative sum: ``C[k] − C[end_k]`` (O(nb) per component; XLA
+    evaluates the cumulative sum as a log-depth associative scan). Small problems take the
+    masked broadcast-sum instead.
+    """
+    nb, B = x.shape[-2:]
+    if nb * nb * B <= MASKED_SUMS:
+        return small_einsum("ij,kib->kjb", jnp.asarray(model.ancestors, x.dtype), x)
+    order, end = _preorder(model.parent)
+    in_order = np.array_equal(order, np.arange(nb))
+    if not in_order:
+        x = take_bodies(x, order)
+    C = jax.lax.cumsum(x, axis=x.ndim - 2, reverse=True)
+    if np.any(end < nb):
+        C = C - take_bodies(C, end)
+    return C if in_order else take_bodies(C, np.argsort(order))
 
 
 def joint_space_terms(
@@ -85,6 +163,7 @@ def joint_space_terms(
     want_m: bool = True,
     want_g: bool = True,
     want_c: bool = True,
+    fold_gravity: bool = False,
 ):
     """M_θ (nj, nj, B), c_θ = RNEA(θ, θ̇, θ̈) without gravity (nj, B) and G_θ (nj, B).
 
@@ -95,21 +174,29 @@ def joint_space_terms(
         thd, thdd: joint rates and accelerations (nj, B); ``thdd=None`` means θ̈ = 0.
         want_m, want_g, want_c: compute M_θ (CRBA), G_θ and c_θ (RNEA); ``None`` in their
             place otherwise.
+        fold_gravity: with ``want_c``, return ``c_θ − G_θ`` in c's place and None for G: gravity
+            enters the RNEA as the ground's acceleration −g (one descendant sum of 6 components
+            instead of 12; what forward and inverse dynamics need).
     """
+    if fold_gravity and not want_c:
+        raise ValueError("joint_space_terms: fold_gravity needs want_c")
+    want_g = want_g and not fold_gravity
     dtype = o.dtype
     nb, B = thd.shape
     anc = jnp.asarray(model.ancestors, dtype)  # anc[i, j]: j ⪯ i
     # velocities V = Anc (S θ̇); accelerations a = Anc (S θ̈ + V × S θ̇)
     if want_c:
         sw, sv = Sw * thd, Sv * thd
-        V = _anc_sum(anc, jnp.concatenate([sw, sv]))
+        V = _ancestor_sum(model, jnp.concatenate([sw, sv]))
         Vw, Vv = V[:3], V[3:]
         xw = cross3(Vw, sw)
         xv = cross3(Vw, sv) + cross3(Vv, sw)
         if thdd is not None:
             xw, xv = xw + Sw * thdd, xv + Sv * thdd
-        Acc = _anc_sum(anc, jnp.concatenate([xw, xv]))
+        Acc = _ancestor_sum(model, jnp.concatenate([xw, xv]))
         Aw, Av = Acc[:3], Acc[3:]
+        if fold_gravity:  # the ground accelerates at −g: every body sees the same (0, −g)
+            Av = Av - model.gravity.astype(dtype)[:, None, None]
     # world spatial inertias about the origin: m, h = m c_w, Ī = R I_c Rᵀ + m (|c_w|² 1 − c_w c_wᵀ)
     m = model.mass.astype(dtype)[:, None]
     cw = o + mv3(R, model.com.astype(dtype).T[:, :, None])
@@ -136,7 +223,7 @@ def joint_space_terms(
         parts += [gn, jnp.broadcast_to(-m * g, gn.shape)]
     c = G = None
     if parts:
-        F = _anc_sum(anc.T, jnp.concatenate(parts))  # descendant sums
+        F = _descendant_sum(model, jnp.concatenate(parts))
         if want_c:
             c, F = _dot(Sw, F[0:3]) + _dot(Sv, F[3:6]), F[6:]
         if want_g:
@@ -145,7 +232,7 @@ def joint_space_terms(
         return None, c, G
     # CRBA: composite inertias are descendant sums of (m, h, Ī); P[i, j] = S_j · (I^c_i S_i)
     packed = jnp.concatenate([jnp.broadcast_to(m, (nb, B))[None], h, Ibar.reshape(9, nb, B)])
-    comp = _anc_sum(anc.T, packed)
+    comp = _descendant_sum(model, packed)
     mc, hc, Ibc = comp[0], comp[1:4], comp[4:].reshape(3, 3, nb, B)
     Fn, Ff = inertia_apply(Ibc, hc, mc, Sw, Sv)
     P = sum(Fn[k][:, None] * Sw[k][None, :] + Ff[k][:, None] * Sv[k][None, :] for k in range(3))
@@ -192,15 +279,6 @@ def batch_last_kinematics(kin: Kinematics):
     return R, o, kin.S[:, :3].T[..., None], kin.S[:, 3:].T[..., None]
 
 
-def _materialized(x: Float[Array, " n"]) -> Float[Array, " n"]:
-    """x, computed once: a product with the identity matrix, which XLA:CPU does not fuse into its
-    consumers. Without it the joint-map expressions behind θ̇ and γ (a closed-loop solution and its
-    second derivatives) are fused into every elementwise consumer and recomputed per element of
-    the (6, nb) twists that read them (Andrews, one state: N q̇ 39 µs, 17 µs with this product;
-    ``lax.optimization_barrier`` did not prevent the fusion)."""
-    return jnp.eye(x.shape[0], dtype=x.dtype) @ x
-
-
 def projected_terms(
     model: Model,
     kin: Kinematics,
@@ -210,6 +288,7 @@ def projected_terms(
     want_g: bool = True,
     want_n: bool = True,
     identity_map: bool | None = None,
+    fold_gravity: bool = False,
 ):
     """One state's ``(M (nq, nq), RNEA(q, q̇, q̈) (nq,), G (nq,))`` in q from its kinematics.
 
@@ -217,6 +296,7 @@ def projected_terms(
     N q̇, the Coriolis and centrifugal forces); gravity is not in it. Entries not wanted
     (``want_m``, ``want_n``, ``want_g``) are None and not computed. ``identity_map``: as in
     :func:`equations_of_motion_bm` (``f = q`` skips the projection through J and H).
+    ``fold_gravity``: the middle term is ``RNEA − G`` and G is None (see :func:`joint_space_terms`).
 
     This is the batch-last kernel at B = 1: the same code as the batched path, with every small
     contraction a fused broadcast-sum (:func:`jaxmb.kinematics.small_einsum`).
@@ -234,13 +314,14 @@ def projected_terms(
             thdd = small_einsum("jlm,l,m->j", kin.H, qd, qd)
             if qdd is not None:
                 thdd = thdd + small_einsum("jl,l->j", kin.J, jnp.asarray(qdd, dtype))
-            thdd = _materialized(thdd)
+            thdd = materialized(thdd)
         thd = thd[:, None]
         thdd = None if thdd is None else thdd[:, None]
     else:
         thd = jnp.zeros((kin.f.shape[0], 1), dtype)
     Mt, ct, Gt = joint_space_terms(
-        model, R, o, Sw, Sv, thd, thdd, want_m=want_m, want_g=want_g, want_c=want_n
+        model, R, o, Sw, Sv, thd, thdd, want_m=want_m, want_g=want_g, want_c=want_n,
+        fold_gravity=fold_gravity,
     )
     if identity:
         return (None if Mt is None else Mt[..., 0], None if ct is None else ct[:, 0],

@@ -78,7 +78,9 @@ class LinearMap(AbstractJointMap):
             raise ValueError(f"LinearMap: b must have shape ({self.nj},), got {self.b.shape}")
 
     def __call__(self, q):
-        return self.A @ q + self.b
+        # a broadcast product and sum fuses with its consumers; ``A @ q`` is a separate CPU dot
+        # call, which costs more than a small tree's whole pose pass
+        return jnp.sum(self.A * q, axis=1) + self.b
 
     def derivatives(self, q):
         H = jnp.zeros((self.nj, self.nq, self.nq), dtype=self.A.dtype)
