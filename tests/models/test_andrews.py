@@ -353,6 +353,7 @@ def test_default_simulate_takes_the_checked_premodel(model):
     assert traj.stats["route"] == "premodel", traj.stats
     assert traj.stats["premodel_fit_error"] <= 1e-12
     assert float(traj.stats["premodel_deviation"]) <= 1e-12
+    assert traj.stats["premodel_verified_states"] == 4 * 96  # checked once, with the fit
     y, _ = _test_set_state(model, traj.q[-1], traj.qd[-1])
     assert np.max(np.abs(y - an.reference_solution()[0])) < 1e-7
 
