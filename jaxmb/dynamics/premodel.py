@@ -115,7 +115,9 @@ def _table(coef, kind, lo, hi, tol):
         h = (hi - lo) / ncell
         centres = lo + h * (np.arange(ncell) + 0.5)
         vals = _spectral(coef, kind, lo, hi, (centres[:, None] + 0.5 * h * u).ravel())
-        table = np.linalg.solve(V, vals.reshape(2, ncell, d + 1).transpose(2, 1, 0).reshape(d + 1, -1))
+        table = np.linalg.solve(
+            V, vals.reshape(2, ncell, d + 1).transpose(2, 1, 0).reshape(d + 1, -1)
+        )
         table = table.reshape(d + 1, ncell, 2).transpose(1, 2, 0)  # (ncell, 2, d+1)
         series = _spectral(coef, kind, lo, hi, (centres[:, None] + 0.5 * h * probe).ravel())
         approx = np.zeros((ncell, 2, probe.size))
@@ -232,7 +234,9 @@ def premodel_dynamics(
         vq = np.tile(checks, 3)
     vqd = np.resize(np.array([1.0, 30.0, 1e3]), vq.size)
     q_all = np.concatenate([nodes, checks, nodes, checks, vq])
-    qd_all = np.concatenate([np.zeros(len(nodes) + len(checks)), np.full(len(nodes) + len(checks), v), vqd])
+    qd_all = np.concatenate(
+        [np.zeros(len(nodes) + len(checks)), np.full(len(nodes) + len(checks), v), vqd]
+    )
     qdd = _exact_qdd(model, q_all, qd_all)
     m = len(nodes) + len(checks)
     a_all, b_all = qdd[:m], (qdd[m : 2 * m] - qdd[:m]) / v**2
@@ -259,7 +263,9 @@ def premodel_dynamics(
     q_check = np.concatenate([checks, vq])
     qd_check = np.concatenate([np.zeros(len(checks)), vqd])
     qdd_exact = np.concatenate([a_all[len(nodes) :], qdd[2 * m :]])
-    got = jax.jit(jax.vmap(lambda q, qd: jnp.stack([*fit.terms(q[None]), fit(q[None], qd[None])[0]])))
+    got = jax.jit(
+        jax.vmap(lambda q, qd: jnp.stack([*fit.terms(q[None]), fit(q[None], qd[None])[0]]))
+    )
     a_fit, b_fit, qdd_fit = np.asarray(got(jnp.asarray(q_check), jnp.asarray(qd_check))).T
     n_fit = len(checks)
     approx = np.stack([a_fit[:n_fit], b_fit[:n_fit]])

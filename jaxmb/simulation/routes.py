@@ -19,7 +19,6 @@ import time
 import weakref
 
 import jax
-import numpy as np
 
 from ..dynamics import PremodelDynamics, premodel_dynamics
 from ..model import Model
