@@ -8,6 +8,8 @@ a negative ``rtol``/``atol`` into a "successful" trajectory far from the solutio
 
 from __future__ import annotations
 
+import math
+
 import jax
 import numpy as np
 
@@ -54,6 +56,9 @@ def check_run_arguments(
     for name, v in (("rtol", rtol), ("atol", atol), ("dt0", dt0), ("dtmin", dtmin)):
         if v is None or isinstance(v, jax.core.Tracer):
             continue
+        if isinstance(v, float | int | np.floating) and not isinstance(v, bool):
+            if math.isfinite(v) and v > 0:  # a plain number: no array round trip (µs per call)
+                continue
         a = np.asarray(v, dtype=float)
         if not np.all(np.isfinite(a) & (a > 0)):
             raise ValueError(f"{where}: {name} must be a positive number, got {v!r}")
@@ -61,6 +66,8 @@ def check_run_arguments(
         if isinstance(x, jax.core.Tracer):
             continue
         a = np.asarray(x, dtype=float)
+        if np.isfinite(a).all():
+            continue
         bad = np.argwhere(~np.isfinite(a))
         if bad.size:
             idx = tuple(int(i) for i in bad[0])

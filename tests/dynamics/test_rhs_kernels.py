@@ -208,6 +208,10 @@ def test_premodel_dynamics_matches_forward_dynamics(pendulum, kind):
     kw = dict(period=2 * np.pi) if kind == "fourier" else dict(interval=(-2.0, 3.0))
     pm = dy.premodel_dynamics(model, n=24, **kw)
     assert pm.kind == kind and max(pm.fit_error) < 1e-12, pm.fit_error
+    # the check of what is integrated (its table) against the exact route, made when fitted:
+    # n states between the nodes at rest, 3n more at other speeds (a period: 1 to 3 periods away)
+    checks = 24 if kind == "fourier" else 25  # Chebyshev: the n + 1 extrema, ends included
+    assert pm.n_verified == 4 * checks and pm.deviation < 1e-11, (pm.n_verified, pm.deviation)
     rng = np.random.default_rng(7)
     lo, hi = (-9.0, 9.0) if kind == "fourier" else (-2.0, 3.0)
     qs, qds = (jnp.asarray(rng.uniform(a, b, 12)) for a, b in ((lo, hi), (-30.0, 30.0)))
