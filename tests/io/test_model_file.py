@@ -556,4 +556,10 @@ def test_files_of_the_0_1_layout_load():
     assert old.muscle_names == new.muscle_names
     q = jnp.array([0.3, 0.8, -0.2])
     np.testing.assert_array_equal(mass_matrix(old, q), mass_matrix(new, q))
-    assert_identical(old.muscles, new.muscles)
+    # the file keeps the spline coefficients the 0.1 code computed with jnp; a built model now
+    # computes them in numpy (no eager dispatch per operation): equal to round-off, not to the bit
+    la, ta = jax.tree.flatten(old.muscles)
+    lb, tb = jax.tree.flatten(new.muscles)
+    assert ta == tb
+    for x, y in zip(la, lb, strict=True):
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-14, atol=1e-15)
