@@ -71,6 +71,9 @@ def test_inverse_dynamics_command_on_winter_tables(tmp_path, capsys):
     table = np.loadtxt(tmp_path / "winter_tables_joint_loads.csv", delimiter=",", skiprows=1)
     assert table.shape[0] == 106 and np.all(np.isfinite(table))
     assert (tmp_path / "winter_tables_joint_loads.png").stat().st_size > 0
+    out = capsys.readouterr().out  # a summary, and the comparison with Winter's own table
+    assert "against Winter's Table A.5" in out and "moment RMS (N·m)" in out
+    assert "winter_tables_joint_loads.csv" in out
 
 
 def test_inverse_dynamics_command_reports_a_missing_file(tmp_path, capsys):
