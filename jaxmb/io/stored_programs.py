@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -61,6 +62,10 @@ def forget_loaded() -> None:
 
 
 def _key(name: str, treedef, leaves) -> str:
+    # static fields enter through the treedef's text: numpy abbreviates arrays of more than 1000
+    # entries with "...", which would let two models that differ inside one share a key
+    with np.printoptions(threshold=sys.maxsize):
+        structure = str(treedef)
     h = hashlib.sha256()
     for part in (
         name,
@@ -69,7 +74,7 @@ def _key(name: str, treedef, leaves) -> str:
         jaxlib.__version__,
         str(jax.config.jax_enable_x64),
         jax.default_backend(),
-        str(treedef),
+        structure,
         repr([(np.shape(x), str(x.dtype)) for x in leaves]),
     ):
         h.update(part.encode())

@@ -107,3 +107,27 @@ def test_no_persistent_cache_no_files(monkeypatch):
 def test_program_dir_follows_the_compilation_cache():
     d = jax.config.jax_compilation_cache_dir
     assert sp.program_dir() == (None if not d else sp.Path(d) / "jaxmb_programs")
+
+
+class _Table(eqx.Module):
+    k: jax.Array
+    table: np.ndarray = eqx.field(static=True)
+
+
+def _weighted(m: _Table, q):
+    return m.k * (q @ jnp.asarray(m.table))
+
+
+def test_models_differing_inside_a_large_static_array_get_their_own_program(cache_dir):
+    """numpy prints arrays of more than 1000 entries with '...': two models differing only in the
+    elided part shared a key, and the second got the first's stored program (its constant)."""
+    a = np.zeros(2000)
+    b = a.copy()
+    b[1000] = 1.0
+    q = jnp.ones((3, 2000))
+    ra = sp.stored_jit(_weighted, _Table(jnp.ones(3), a), q, name="weighted", directory=cache_dir)
+    sp.forget_loaded()  # a new process
+    rb = sp.stored_jit(_weighted, _Table(jnp.ones(3), b), q, name="weighted", directory=cache_dir)
+    np.testing.assert_array_equal(ra, np.zeros(3))
+    np.testing.assert_array_equal(rb, np.ones(3))
+    assert len(list(cache_dir.glob("weighted-*.jaxexport"))) == 2
