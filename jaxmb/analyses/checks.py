@@ -68,32 +68,30 @@ def check_shape(
     return got
 
 
-def check_finite(x, where: str, name: str, labels: Sequence[str] = ()) -> None:
-    """Raise ``ValueError`` naming the first non-finite entry of a concrete ``x`` (and its label
-    along the last axis, when ``labels`` are given)."""
+def _refuse_first_bad(x, good, where: str, name: str, labels: Sequence[str], want: str) -> None:
+    """Raise ``ValueError`` naming the first entry of a concrete ``x`` where ``good`` (an
+    elementwise predicate on the float array) fails, with its label along the last axis."""
     if x is None or not _concrete(x):
         return
     a = np.asarray(x, dtype=float)
-    bad = np.argwhere(~np.isfinite(a))
+    bad = np.argwhere(~good(a))
     if bad.size:
         idx = tuple(int(i) for i in bad[0])
         label = f" ({labels[idx[-1]]})" if idx and idx[-1] < len(labels) else ""
-        raise ValueError(f"{where}: {name}{list(idx)}{label} = {a[idx]} is not finite")
+        raise ValueError(f"{where}: {name}{list(idx)}{label} = {a[idx]} {want}")
+
+
+def check_finite(x, where: str, name: str, labels: Sequence[str] = ()) -> None:
+    """Raise ``ValueError`` naming the first non-finite entry of a concrete ``x`` (and its label
+    along the last axis, when ``labels`` are given)."""
+    _refuse_first_bad(x, np.isfinite, where, name, labels, "is not finite")
 
 
 def check_nonnegative(x, where: str, name: str, labels: Sequence[str] = ()) -> None:
     """Raise ``ValueError`` naming the first entry of a concrete ``x`` that is negative or NaN
     (weights: +inf is refused too, since it makes every other term irrelevant)."""
-    if x is None or not _concrete(x):
-        return
-    a = np.asarray(x, dtype=float)
-    bad = np.argwhere(~(np.isfinite(a) & (a >= 0)))
-    if bad.size:
-        idx = tuple(int(i) for i in bad[0])
-        label = f" ({labels[idx[-1]]})" if idx and idx[-1] < len(labels) else ""
-        raise ValueError(
-            f"{where}: {name}{list(idx)}{label} = {a[idx]} must be a finite number >= 0"
-        )
+    nonnegative = lambda a: np.isfinite(a) & (a >= 0)  # noqa: E731
+    _refuse_first_bad(x, nonnegative, where, name, labels, "must be a finite number >= 0")
 
 
 def check_bounds(lower, upper, where: str, labels: Sequence[str] = ()) -> None:
