@@ -2,8 +2,8 @@
 compiled ``jax.lax.scan``, timed against another jaxmb tree (the code before the layout change,
 commit 984ec0b) in a second process, interleaved.
 
-For each model (Andrews' squeezer, chain(7)) and each public function — ``forward_dynamics``,
-``mass_matrix``, ``bias_forces``, ``gravity_forces`` — a ``jax.jit`` of a ``lax.scan`` of
+For each model (Andrews' squeezer, chain(7), the shoulder with its rhythm) and each public
+function — ``forward_dynamics``, ``mass_matrix``, ``bias_forces``, ``gravity_forces`` — a ``jax.jit`` of a ``lax.scan`` of
 ``--steps`` calls at ``q0 + 0.001 i`` (and a fixed q̇) is compiled once per tree; the time per call
 is the best of ``--best`` scans in process CPU time (wall time, recorded too, is
 dominated by the scheduler on a loaded 2-core machine). Both trees run as persistent worker processes (this script with
@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 FUNCS = ("forward_dynamics", "mass_matrix", "bias_forces", "gravity_forces")
-MODELS = ("andrews", "chain7")
+MODELS = ("andrews", "chain7", "shoulder")
 HERE = Path(__file__).resolve()
 TREE = HERE.parent.parent
 
@@ -47,6 +47,9 @@ def _worker(steps: int, best: int) -> None:
         if name == "andrews":
             model = mb.models.andrews_squeezer()
             q0 = jnp.array([-0.0617])  # Hairer & Wanner's consistent initial angle β0 (rad)
+        elif name == "shoulder":  # 14 joint variables from 3 coordinates by the de Groot rhythm
+            model = mb.models.shoulder("degroot")
+            q0 = jnp.array([1.5708, 0.8, -0.5])  # elevation plane, elevation, axial rotation (rad)
         else:
             model = mb.models.chain(int(name[5:]))
             q0 = jnp.linspace(0.1, 0.7, model.nq)

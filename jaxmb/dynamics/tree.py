@@ -28,7 +28,9 @@ ground frame): spatial vectors are (ω, v_O) about the ground origin, where
 A general joint map is projected by the chain rule: ``θ̇ = J q̇``, ``θ̈ = J q̈ + γ`` with
 ``γ_i = q̇ᵀ H_i q̇``, so ``M = Jᵀ M_θ J``, ``N q̇ = Jᵀ (M_θ γ + c_θ)``, ``G = Jᵀ G_θ``;
 ``identity_map=True`` skips the projection for models with one coordinate per joint (``f = q``),
-the case of Pinocchio's and MuJoCo's chains.
+the case of Pinocchio's and MuJoCo's chains. With fewer coordinates than joint variables (a rhythm,
+a closed loop) one state's projection is regrouped by body (:func:`coordinate_space_terms`:
+``M = Σ_i Jb_iᵀ I_i Jb_i`` with the body twist Jacobians, no nj × nj matrix).
 
 q̈ comes from a batch-last Cholesky factorisation (unrolled, ``nq³/6`` vector operations, for
 nq ≤ 12; LAPACK per state above). Everything is jit-, vmap- and grad-able; float32 inputs with a
@@ -64,6 +66,7 @@ __all__ = [
     "CHUNK",
     "is_identity_map",
     "joint_space_terms",
+    "coordinate_space_terms",
     "projected_terms",
     "equations_of_motion_bm",
     "batched_terms",
@@ -116,6 +119,18 @@ def _preorder(parent) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(order), end
 
 
+#: From this many bodies on, a masked sum's operand is materialized first: XLA fuses the operand's
+#: producer into the broadcast-sum and so recomputes it once per (body, ancestor) pair; the extra
+#: dot costs ~1.5 µs (per-state forward dynamics, CPU µs, alternating in one process at load 6:
+#: shoulder (14 bodies) 25.5 → 22.5 and M, N q̇, G 58 → 42; Andrews (7 bodies) 16 → 26, so small
+#: trees are left unmaterialized)
+MATERIALIZE_SUMS_FROM = 9
+
+
+def _masked_operand(x):
+    return materialized(x) if x.shape[-2] >= MATERIALIZE_SUMS_FROM else x
+
+
 def _ancestor_sum(model: Model, x):
     """``Σ_{j ⪯ i} x[..., j, :]`` for x (k, nb, B): velocities and accelerations down the tree.
 
@@ -125,7 +140,8 @@ def _ancestor_sum(model: Model, x):
     """
     nb, B = x.shape[-2:]
     if nb * nb * B <= MASKED_SUMS:
-        return small_einsum("ij,kjb->kib", jnp.asarray(model.ancestors, x.dtype), x)
+        anc = jnp.asarray(model.ancestors, x.dtype)
+        return small_einsum("ij,kjb->kib", anc, _masked_operand(x))
     for ptr in jump_schedule(model.parent):
         x = x + take_bodies(x, ptr)
     return x
@@ -141,7 +157,8 @@ def _descendant_sum(model: Model, x):
     """
     nb, B = x.shape[-2:]
     if nb * nb * B <= MASKED_SUMS:
-        return small_einsum("ij,kib->kjb", jnp.asarray(model.ancestors, x.dtype), x)
+        anc = jnp.asarray(model.ancestors, x.dtype)
+        return small_einsum("ij,kib->kjb", anc, _masked_operand(x))
     order, end = _preorder(model.parent)
     in_order = np.array_equal(order, np.arange(nb))
     if not in_order:
@@ -150,6 +167,30 @@ def _descendant_sum(model: Model, x):
     if np.any(end < nb):
         C = C - take_bodies(C, end)
     return C if in_order else take_bodies(C, np.argsort(order))
+
+
+def _world_inertia(model: Model, R, o, rotational: bool = True):
+    """World spatial inertias about the ground origin, batch-last: m (nb, 1), h = m c_w (3, nb, B)
+    and Ī = R I_c Rᵀ + m (|c_w|² 1 − c_w c_wᵀ) (3, 3, nb, B); ``rotational=False`` skips Ī
+    (None), which gravity alone does not need."""
+    dtype = o.dtype
+    m = model.mass.astype(dtype)[:, None]
+    cw = o + mv3(R, model.com.astype(dtype).T[:, :, None])
+    h = m * cw
+    if not rotational:
+        return m, h, None
+    Ic = jnp.moveaxis(model.inertia.astype(dtype), 0, 2)[:, :, :, None]  # (3, 3, nb, 1)
+    eye = jnp.eye(3, dtype=dtype)[:, :, None, None]
+    # R I_c Rᵀ as broadcast products: an einsum here becomes nb·B tiny 3×3 dots on the CPU
+    Ibar = mm3(mm3(R, Ic), jnp.swapaxes(R, 0, 1)) + m * (
+        _dot(cw, cw) * eye - cw[:, None] * cw[None, :]
+    )
+    return m, h, Ibar
+
+
+def _inertia_apply(Ib, h, m, w, v):
+    """``I (ω, v) = (Ī ω + h × v, m v − h × ω)`` for motion vectors (3, ..., nb, B)."""
+    return mv3(Ib, w) + cross3(h, v), m * v - cross3(h, w)
 
 
 def joint_space_terms(
@@ -197,25 +238,11 @@ def joint_space_terms(
         Aw, Av = Acc[:3], Acc[3:]
         if fold_gravity:  # the ground accelerates at −g: every body sees the same (0, −g)
             Av = Av - model.gravity.astype(dtype)[:, None, None]
-    # world spatial inertias about the origin: m, h = m c_w, Ī = R I_c Rᵀ + m (|c_w|² 1 − c_w c_wᵀ)
-    m = model.mass.astype(dtype)[:, None]
-    cw = o + mv3(R, model.com.astype(dtype).T[:, :, None])
-    h = m * cw
-    if want_m or want_c:  # gravity alone needs only m and h
-        Ic = jnp.moveaxis(model.inertia.astype(dtype), 0, 2)[:, :, :, None]  # (3, 3, nb, 1)
-        eye = jnp.eye(3, dtype=dtype)[:, :, None, None]
-        # R I_c Rᵀ as broadcast products: an einsum here becomes nb·B tiny 3×3 dots on the CPU
-        Ibar = mm3(mm3(R, Ic), jnp.swapaxes(R, 0, 1)) + m * (
-            _dot(cw, cw) * eye - cw[:, None] * cw[None, :]
-        )
-
-    def inertia_apply(Ib, h, m, w, v):
-        return mv3(Ib, w) + cross3(h, v), m * v - cross3(h, w)
-
+    m, h, Ibar = _world_inertia(model, R, o, rotational=want_m or want_c)
     parts = []
     if want_c:
-        n1, f1 = inertia_apply(Ibar, h, m, Aw, Av)
-        hn, hf = inertia_apply(Ibar, h, m, Vw, Vv)
+        n1, f1 = _inertia_apply(Ibar, h, m, Aw, Av)
+        hn, hf = _inertia_apply(Ibar, h, m, Vw, Vv)
         parts += [n1 + cross3(Vw, hn) + cross3(Vv, hf), f1 + cross3(Vw, hf)]
     if want_g:
         g = model.gravity.astype(dtype)[:, None, None]
@@ -234,12 +261,89 @@ def joint_space_terms(
     packed = jnp.concatenate([jnp.broadcast_to(m, (nb, B))[None], h, Ibar.reshape(9, nb, B)])
     comp = _descendant_sum(model, packed)
     mc, hc, Ibc = comp[0], comp[1:4], comp[4:].reshape(3, 3, nb, B)
-    Fn, Ff = inertia_apply(Ibc, hc, mc, Sw, Sv)
+    Fn, Ff = _inertia_apply(Ibc, hc, mc, Sw, Sv)
     P = sum(Fn[k][:, None] * Sw[k][None, :] + Ff[k][:, None] * Sv[k][None, :] for k in range(3))
     # M[i, j] = P[i, j] for j ⪯ i and its mirror P[j, i] for i ⪯ j; zero for unrelated bodies
     mask = anc[:, :, None]
     M = mask * P + jnp.swapaxes(mask * P, 0, 1) - jnp.eye(nb, dtype=dtype)[:, :, None] * P
     return M, c, G
+
+
+def coordinate_space_terms(
+    model: Model,
+    R,
+    o,
+    Sw,
+    Sv,
+    J: Float[Array, "nj nq B"],
+    qd: Float[Array, "nq B"],
+    thdd: Float[Array, "nj B"] | None,
+    want_m: bool = True,
+    want_g: bool = True,
+    want_c: bool = True,
+    fold_gravity: bool = False,
+    Jb: Float[Array, "6 nq nb B"] | None = None,
+):
+    """M (nq, nq, B), ``Jᵀ c_θ`` (nq, B) and G (nq, B) directly in q: the projection of
+    :func:`joint_space_terms` regrouped by body, for joint maps with fewer coordinates than joint
+    variables (a rhythm, a closed loop).
+
+    ``Jᵀ Anc`` is carried to the bodies instead of ``Anc`` to the joints: body i's twist per unit
+    q̇_l is ``Jb_il = Σ_{j ⪯ i} S_j J_jl`` (one ancestor sum of 6 nq components), so
+    ``M = Σ_i Jb_iᵀ I_i Jb_i``, ``Jᵀ c_θ = Σ_i Jb_iᵀ f_i`` with f_i body i's own Newton–Euler
+    wrench and ``G = −Σ_i Jb_iᵀ (h_i × (−g), −m_i g)``: no nj × nj matrix and no descendant sum,
+    O(nb nq²) instead of O(nb² + nj² nq). The same numbers as :func:`joint_space_terms` followed
+    by ``Jᵀ · J`` (tests/dynamics: to round-off).
+
+    Args: as :func:`joint_space_terms`, with ``J`` (nj, nq, B) the joint map's ∇f, ``qd``
+    (nq, B) and ``thdd`` (nj, B) = ``J q̈ + q̇ᵀ H q̇`` (``None``: zero); ``Jb`` the body twist
+    Jacobians when the caller has them (:attr:`jaxmb.kinematics.Kinematics.Jb`, batch-last).
+    """
+    if fold_gravity and not want_c:
+        raise ValueError("coordinate_space_terms: fold_gravity needs want_c")
+    want_g = want_g and not fold_gravity
+    dtype = o.dtype
+    nb, nq, B = J.shape
+    # body twists per coordinate (6, nq, nb, B); inputs materialized: a masked sum would
+    # recompute them for every (body, ancestor) pair
+    if Jb is None:
+        S = jnp.concatenate([Sw, Sv])[:, None]  # (6, 1, nb, B)
+        SJ = (S * jnp.swapaxes(J, 0, 1)[None]).reshape(6 * nq, nb, B)
+        Jb = _ancestor_sum(model, SJ).reshape(6, nq, nb, B)
+    m, h, Ibar = _world_inertia(model, R, o, rotational=want_m or want_c)
+
+    def project(wrench):  # Σ_i Jb_iᵀ w_i for wrenches (6, nb, B) -> (nq, B)
+        return jnp.sum(_dot(Jb[:3], wrench[:3, None]) + _dot(Jb[3:], wrench[3:, None]), axis=1)
+
+    c = G = None
+    if want_c:
+        V = jnp.sum(Jb * qd[None, :, None, :], axis=1)  # (6, nb, B)
+        thd = jnp.sum(J * qd[None], axis=1)  # (nj, B)
+        Vw, Vv = V[:3], V[3:]
+        sw, sv = Sw * thd, Sv * thd
+        xw = cross3(Vw, sw)
+        xv = cross3(Vw, sv) + cross3(Vv, sw)
+        if thdd is not None:
+            xw, xv = xw + Sw * thdd, xv + Sv * thdd
+        Acc = _ancestor_sum(model, jnp.concatenate([xw, xv]))
+        Aw, Av = Acc[:3], Acc[3:]
+        if fold_gravity:  # the ground accelerates at −g: every body sees the same (0, −g)
+            Av = Av - model.gravity.astype(dtype)[:, None, None]
+        n1, f1 = _inertia_apply(Ibar, h, m, Aw, Av)
+        hn, hf = _inertia_apply(Ibar, h, m, Vw, Vv)
+        c = project(jnp.concatenate([n1 + cross3(Vw, hn) + cross3(Vv, hf), f1 + cross3(Vw, hf)]))
+    if want_g:
+        g = model.gravity.astype(dtype)[:, None, None]
+        gn = cross3(h, -g)
+        G = -project(jnp.concatenate([gn, jnp.broadcast_to(-m * g, gn.shape)]))
+    if not want_m:
+        return None, c, G
+    # I_i Jb_il for every column l: (3, nq, nb, B) each
+    In, If = _inertia_apply(Ibar[:, :, None], h[:, None], m, Jb[:3], Jb[3:])
+    M = jnp.sum(
+        _dot(Jb[:3, :, None], In[:, None]) + _dot(Jb[3:, :, None], If[:, None]), axis=2
+    )  # (nq, nq, B)
+    return 0.5 * (M + jnp.swapaxes(M, 0, 1)), c, G
 
 
 def _is_identity(joint_map) -> bool | None:
@@ -319,6 +423,12 @@ def projected_terms(
         thdd = None if thdd is None else thdd[:, None]
     else:
         thd = jnp.zeros((kin.f.shape[0], 1), dtype)
+    if not identity and kin.J.shape[1] < kin.J.shape[0]:  # fewer coordinates than joints
+        qd_b = jnp.zeros((kin.J.shape[1], 1), dtype) if not want_n else qd[:, None]
+        return tuple(None if x is None else x[..., 0] for x in coordinate_space_terms(
+            model, R, o, Sw, Sv, kin.J.astype(dtype)[..., None], qd_b, thdd, want_m=want_m,
+            want_g=want_g, want_c=want_n, fold_gravity=fold_gravity,
+            Jb=jnp.transpose(kin.Jb, (1, 2, 0))[..., None].astype(dtype)))  # fmt: skip
     Mt, ct, Gt = joint_space_terms(
         model, R, o, Sw, Sv, thd, thdd, want_m=want_m, want_g=want_g, want_c=want_n,
         fold_gravity=fold_gravity,
@@ -329,7 +439,7 @@ def projected_terms(
     J = kin.J.astype(dtype)
     M = None
     if Mt is not None:
-        M = small_einsum("jk,jl,lm->km", J, Mt[..., 0], J)
+        M = small_einsum("jk,jl,lm->km", J, materialized(Mt[..., 0]), J)
         M = 0.5 * (M + M.T)  # exactly symmetric, as the Cholesky solve assumes
     project = lambda x: None if x is None else small_einsum("jk,j->k", J, x[:, 0])
     return M, project(ct), project(Gt)

@@ -66,6 +66,35 @@ def test_q_space_equations_of_motion_match_closed_form(model, seed):
     assert_rel(h, hc, what="Jᵀ (c_θ − G_θ) vs N q̇ − G (Eqs. 147, 187)")
 
 
+@eqx.filter_jit
+def _regrouped_and_joint_space(model, q, qd, qdd):
+    k = kin.tree_kinematics(model, q)
+    R, o, Sw, Sv = dy.tree.batch_last_kinematics(k)
+    thdd = (k.J @ qdd + jnp.einsum("jlm,l,m->j", k.H, qd, qd))[:, None]
+    col = lambda x: x[:, None]
+    regrouped = dy.tree.coordinate_space_terms(model, R, o, Sw, Sv, k.J[..., None], col(qd), thdd)
+    folded = dy.tree.coordinate_space_terms(model, R, o, Sw, Sv, k.J[..., None], col(qd), thdd,
+                                            want_m=False, fold_gravity=True)  # fmt: skip
+    Mt, ct, Gt = dy.joint_space_terms(model, R, o, Sw, Sv, col(k.J @ qd), thdd)
+    J = k.J
+    joint_space = (J.T @ Mt[..., 0] @ J, J.T @ ct[:, 0], J.T @ Gt[:, 0])
+    return [x[..., 0] for x in regrouped], folded[1][:, 0], joint_space
+
+
+@settings(max_examples=examples(4))
+@given(random_models(max_bodies=8, max_nq=5), st.integers(0, 2**31 - 1))
+def test_coordinate_space_terms_regroup_the_joint_space_projection(model, seed):
+    """The body-by-body projection (used when nq < nj) equals ``Jᵀ (M_θ, c_θ, G_θ) J`` of the
+    joint-space CRBA/RNEA, with q̈ ≠ 0 and with gravity folded into the RNEA."""
+    q, qd = _state(model, seed)
+    qdd = jnp.asarray(np.random.default_rng(seed + 1).normal(size=model.nq))
+    (M, c, G), c_minus_G, (Mj, cj, Gj) = _regrouped_and_joint_space(model, q, qd, qdd)
+    assert_rel(M, Mj, what="Σ Jbᵀ I Jb vs Jᵀ M_θ J", rel=1e-12)
+    assert_rel(c, cj, what="Σ Jbᵀ f vs Jᵀ c_θ", rel=1e-12)
+    assert_rel(G, Gj, what="gravity by body vs Jᵀ G_θ", rel=1e-12)
+    assert_rel(c_minus_G, cj - Gj, what="gravity folded", rel=1e-12)
+
+
 def _poses_autodiff_point_jacobian(model, b, p, q):
     def r(x):
         A = dy.referee_poses(model, x)[b]
