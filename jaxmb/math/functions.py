@@ -40,6 +40,7 @@ __all__ = [
     "PiecewiseLinearFunction",
     "MultiplierFunction",
     "MultivariatePolynomialFunction",
+    "EllipsoidSurfacePoint",
     "UnsupportedFunctionError",
     "FUNCTION_TYPES",
 ]
@@ -288,6 +289,43 @@ class MultivariatePolynomialFunction(eqx.Module):
             jnp.prod(jnp.stack([x[d] ** e for d, e in enumerate(t)])) for t in self.exponents
         ]
         return jnp.stack(terms) @ self.coefficients.astype(x.dtype)
+
+
+class EllipsoidSurfacePoint(eqx.Module):
+    """One component of the point of an ellipsoid whose position follows two body-fixed angles:
+    Simbody's ``MobilizedBody::Ellipsoid`` (OpenSim's ``EllipsoidJoint``) puts the child frame's
+    origin at ``(r_x n_x, r_y n_y, r_z n_z)`` in the parent frame, with
+    ``n = Rx(a) Ry(b) ẑ = (sin b, −sin a cos b, cos a cos b)`` the child's z axis (checked against
+    OpenSim 4.6 in tests/io/test_osim_zoo.py).
+
+    Attributes:
+        radius: the ellipsoid's semi-axis along ``axis`` (m).
+        axis: static, 0, 1 or 2 (x, y, z of the parent frame).
+    """
+
+    radius: Float[Array, ""]
+    axis: int = eqx.field(static=True)
+
+    def __init__(self, radius, axis: int):
+        if axis not in (0, 1, 2):
+            raise ValueError(f"EllipsoidSurfacePoint: axis must be 0, 1 or 2, got {axis!r}")
+        self.radius = jnp.asarray(radius, dtype=float)
+        self.axis = int(axis)
+
+    @property
+    def dimension(self) -> int:
+        return 2
+
+    @property
+    def is_constant(self) -> bool:
+        return False
+
+    def __call__(self, x: Float[Array, " 2"]) -> Float[Array, ""]:
+        """``x = (a, b)``: the first two rotations of the joint (rad); returns metres."""
+        x = jnp.asarray(x)
+        a, b = x[0], x[1]
+        n = (jnp.sin(b), -jnp.sin(a) * jnp.cos(b), jnp.cos(a) * jnp.cos(b))[self.axis]
+        return self.radius.astype(x.dtype) * n
 
 
 def _exponents(dimension: int, order: int, prefix=()):

@@ -1,7 +1,8 @@
 """Build ``tests/data/osim/joints_and_forces.osim`` with OpenSim 4.6's own API (``pip install opensim``).
 
 A small model that uses what the opensim-models collection does not: every joint type jaxmb reads
-(Universal, Gimbal, Ball, Planar, Free, Slider, Pin, Weld) with offset frames that are rotated and
+(Universal, Gimbal, Ball, Planar, Free, Slider, Pin, Weld; Ellipsoid in its own small model,
+``ellipsoid_joint.osim``) with offset frames that are rotated and
 translated, and the force elements (SpringGeneralizedForce, CoordinateLimitForce, CoordinateActuator,
 PointToPointSpring, BushingForce between offset frames, PathSpring, PathActuator, Ligament,
 ExpressionBasedCoordinateForce, TorqueActuator, PointActuator, HuntCrossleyForce with
@@ -16,6 +17,7 @@ from pathlib import Path
 import opensim as osim
 
 OUT = Path(__file__).parent / "osim" / "joints_and_forces.osim"
+OUT_ELLIPSOID = Path(__file__).parent / "osim" / "ellipsoid_joint.osim"
 
 
 def body(model, name, mass, com, inertia):
@@ -165,5 +167,25 @@ def main():
     print(f"wrote {OUT}")
 
 
+def ellipsoid_joint():
+    """``ellipsoid_joint.osim``: an EllipsoidJoint (a scapula gliding on the thorax, say) between
+    rotated and translated offset frames, and a pin joint below it, under oblique gravity."""
+    m = osim.Model()
+    m.setName("ellipsoid_joint")
+    m.setGravity(osim.Vec3(0.4, -9.81, -0.2))
+    g = m.getGround()
+    e1 = body(m, "e1", 1.2, (0.03, -0.05, 0.02), (0.02, 0.015, 0.01, 0.001, -0.0005, 0.0008))
+    e2 = body(m, "e2", 0.7, (0.0, -0.12, 0.01), (0.006, 0.002, 0.005, 0.0, 0.0003, 0.0))
+    v = osim.Vec3
+    m.addJoint(osim.EllipsoidJoint("ellipsoid", g, v(0.05, 1.2, -0.1), v(0.2, -0.3, 0.1),
+                                   e1, v(0.01, 0.02, -0.03), v(0.0, 0.1, -0.2),
+                                   v(0.12, 0.08, 0.05)))  # fmt: skip
+    m.addJoint(osim.PinJoint("elbow", e1, v(0.0, -0.15, 0.02), v(0.1, 0.0, 0.3),
+                             e2, v(0.0, 0.05, 0.0), v(0.0, 0.2, 0.0)))  # fmt: skip
+    m.finalizeConnections()
+    m.printToXML(str(OUT_ELLIPSOID))
+
+
 if __name__ == "__main__":
     main()
+    ellipsoid_joint()

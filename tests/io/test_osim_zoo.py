@@ -33,7 +33,7 @@ from jaxmb.io.osim.document import osim_xml
 
 OSIM = DATA / "osim"
 ZOO = OSIM / "zoo"
-FAST = ("double_pendulum", "joints_and_forces")
+FAST = ("double_pendulum", "joints_and_forces", "ellipsoid_joint")
 SLOW = tuple(
     k for k in MODELS if k not in FAST
 )  # 9 to 92 muscles, a 3.x model, or closed loops: minutes of compiling on a shared 2-core machine
@@ -295,3 +295,21 @@ def test_actuators_and_osim_speeds_match_opensim():
     assert np.abs(got - ref).max() <= 1e-9 * np.abs(ref).max()
     zero = eqx.filter_jit(mb.forward_dynamics)(imp.model, jnp.asarray(q), jnp.asarray(qd))
     assert np.abs(np.asarray(qdd - zero)).max() > 100.0  # the controls act (rad/s², m/s²)
+
+
+def test_ellipsoid_joint_reads_its_radii_and_refuses_negative_ones(tmp_path):
+    """The EllipsoidJoint's translations are functions of its first two rotations (checked against
+    OpenSim in ``test_matches_opensim[ellipsoid_joint]``); its speeds are OpenSim's angular
+    velocity, like a ball joint's; a negative radius is refused naming the joint."""
+    path = OSIM / "ellipsoid_joint.osim"
+    imp = read_osim(path)
+    assert set(imp.euler_rotations) == {f"ellipsoid_coord_{i}" for i in range(3)}
+    # at zero rotation the child origin sits at the ellipsoid's pole (0, 0, r_z) of the joint frame
+    model = imp.model
+    q = jnp.zeros(model.nq)
+    f = np.asarray(model.joint_map(q))
+    assert np.count_nonzero(np.abs(f - 0.05) < 1e-15) == 1
+    bad = tmp_path / "bad.osim"
+    bad.write_text(path.read_text().replace("<radii_x_y_z>0.12 ", "<radii_x_y_z>-0.12 "))
+    with pytest.raises(OsimImportError, match="EllipsoidJoint 'ellipsoid'.*radii_x_y_z"):
+        read_osim(bad)

@@ -36,6 +36,7 @@ MODELS = {
     "leg6dof9musc": ("leg6dof9musc.osim", ()),
     "MoBL_ARMS": ("MoBL_ARMS_module6_7_CMC.osim", ("clavphant", "scapphant", "humphant", "humphant1")),
     "joints_and_forces": ("joints_and_forces.osim", ()),
+    "ellipsoid_joint": ("ellipsoid_joint.osim", ()),
     "closed_loops": ("closed_loops.osim", ()),
     "coupler_of_two": ("coupler_of_two.osim", ()),
     **{
@@ -100,7 +101,7 @@ def opensim_reference(
     js = model.getJointSet()
     for i in range(js.getSize()):
         j = js.get(i)
-        if j.getConcreteClassName() in ("BallJoint", "FreeJoint"):
+        if j.getConcreteClassName() in ("BallJoint", "FreeJoint", "EllipsoidJoint"):
             euler.append([j.get_coordinates(k).getName() for k in range(3)])
     coup = {}
     cons = model.getConstraintSet()

@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ...math import AbstractFunction, Constant, LinearFunction, UnsupportedFunctionError
+from ...math.functions import EllipsoidSurfacePoint
 from .functions import parse_function
 from .xml import (
     FRAME_CONSTRAINTS,
@@ -77,6 +78,16 @@ JOINT_AXES = {
     ),
     "PlanarJoint": (("translation", _X, 1), ("translation", _Y, 2), ("rotation", _Z, 0)),
     "WeldJoint": (),
+    # the translations are functions of the first two rotations (EllipsoidSurfacePoint); listed
+    # here with the first rotation as a placeholder, replaced in OsimDocument._joint_body
+    "EllipsoidJoint": (
+        ("translation", _X, 0),
+        ("translation", _Y, 0),
+        ("translation", _Z, 0),
+        ("rotation", _X, 0),
+        ("rotation", _Y, 1),
+        ("rotation", _Z, 2),
+    ),
 }
 
 
@@ -373,8 +384,9 @@ class OsimDocument:
         if child_flag(j, "reverse"):
             raise OsimImportError(self.where(f"{j.tag} {j.get('name')!r}: reverse joints"))
 
-    def _joint_body(self, jname, jtype, coords, st):
-        """Axes of a joint type in the order they act."""
+    def _joint_body(self, jname, jtype, coords, st, j=None):
+        """Axes of a joint type in the order they act (``j``: the joint's element, for an
+        EllipsoidJoint's radii)."""
         cmap = {c.name: c for c in coords}
         if jtype == "CustomJoint":
             axes = self._axes(st, jname, cmap)
@@ -404,6 +416,19 @@ class OsimDocument:
             axes.append(
                 TransformAxisSpec(kind, np.asarray(axis), c.name, LinearFunction(1.0), label)
             )
+        if jtype == "EllipsoidJoint":
+            # Simbody's Ellipsoid mobilizer: the child origin on the ellipsoid where its normal,
+            # scaled by the radii, is the child's z axis; a function of the X and Y rotations
+            radii = child_vector(j, "radii_x_y_z", 3, self.where(f"{jtype} {jname!r}"))
+            if not np.all(radii >= 0.0):
+                raise OsimImportError(
+                    self.where(f"{jtype} {jname!r}: radii_x_y_z must be >= 0, got {radii}")
+                )
+            both = (coords[0].name, coords[1].name)
+            for k in range(3):
+                axes[k] = dataclasses.replace(
+                    axes[k], coordinate=both, function=EllipsoidSurfacePoint(radii[k], k)
+                )
         return axes, coords
 
     def _joint4(self, j, frames, body_names) -> JointSpec:
@@ -421,7 +446,7 @@ class OsimDocument:
         )
         self._has_mt = False
         coords = [self._coordinate(c, jname, None) for c in j.findall("coordinates/Coordinate")]
-        axes, coords = self._joint_body(jname, j.tag, coords, j.find("SpatialTransform"))
+        axes, coords = self._joint_body(jname, j.tag, coords, j.find("SpatialTransform"), j)
         return JointSpec(jname, j.tag, parent, child, X_PF, X_BM, coords, axes)
 
     def _joint3(self, j, child, body_names) -> JointSpec:
@@ -443,7 +468,7 @@ class OsimDocument:
         coords = [
             self._coordinate(c, jname, None) for c in j.findall("CoordinateSet/objects/Coordinate")
         ]
-        axes, coords = self._joint_body(jname, j.tag, coords, j.find("SpatialTransform"))
+        axes, coords = self._joint_body(jname, j.tag, coords, j.find("SpatialTransform"), j)
         return JointSpec(jname, j.tag, parent, child, X_PF, X_BM, coords, axes)
 
     # ---- constraints -------------------------------------------------------------------------

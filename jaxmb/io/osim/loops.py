@@ -32,6 +32,7 @@ from ...joint_maps.coordinate_functions import GivenCoordinates
 from ...kinematics import FrameConstraints
 from ...model import Model
 from .xml import (
+    EULER_SPEED_JOINTS,
     FRAME_CONSTRAINTS,
     FrameConstraintSpec,
     OsimCoordinate,
@@ -252,6 +253,6 @@ def _euler_names(P) -> set[str]:
     return {
         c.name
         for j in P.joints(set(P.bodies()))
-        if j.type in ("BallJoint", "FreeJoint")
+        if j.type in EULER_SPEED_JOINTS
         for c in j.coordinates[:3]
     }

@@ -60,6 +60,7 @@ from .forces import osim_forces
 from .loops import closed_loops, frame_constraint_specs
 from .muscles import model_with_muscles, path_set
 from .xml import (
+    EULER_SPEED_JOINTS,
     MuscleSpec,
     OsimCoordinate,
     OsimImport,
@@ -327,7 +328,12 @@ def read_osim(
         model, loop_dependent = closed_loops(
             P, model, frames, coupling_order, cnames, coords, body_frames
         )
-    euler = {c.name for j in joints if j.type in ("BallJoint", "FreeJoint") for c in j.coordinates[:3]}
+    euler = {
+        c.name
+        for j in joints
+        if j.type in EULER_SPEED_JOINTS
+        for c in j.coordinates[:3]
+    }
     coupled = {c[1]: (c[0], c[2]) for c in coupling_order}
     imp = OsimImport(
         model=model,

@@ -57,7 +57,11 @@ SUPPORTED_JOINTS = (
     "BallJoint",
     "FreeJoint",
     "PlanarJoint",
+    "EllipsoidJoint",
 )
+# joints whose OpenSim generalized speeds are the angular velocity in the parent frame, not the
+# rates of their three body-fixed X-Y-Z angle coordinates (Simbody's Ball, Free and Ellipsoid)
+EULER_SPEED_JOINTS = ("BallJoint", "FreeJoint", "EllipsoidJoint")
 SUPPORTED_MUSCLES = (
     "Thelen2003Muscle",
     "Millard2012EquilibriumMuscle",
@@ -319,8 +323,8 @@ class OsimImport:
         version: the file's OpenSim document version (e.g. 40000, 30000).
         path: the file.
         left_out: with ``unsupported="warn"``, one message per element not imported.
-        euler_rotations: the rotational coordinates of ball and free joints (body-fixed X-Y-Z
-            Euler angles; OpenSim's generalized speeds there are angular velocities, see
+        euler_rotations: the rotational coordinates of ball, free and ellipsoid joints (body-fixed
+            X-Y-Z Euler angles; OpenSim's generalized speeds there are angular velocities, see
             :meth:`speeds_from_rates`).
         constrained: ``{coordinate: constraint names}`` of the coordinates that closed loops
             (Weld, Point, PointOnLine, ConstantDistance constraints) make dependent.
@@ -370,9 +374,9 @@ class OsimImport:
             loc = jnp.stack(xyz)
         return b, jnp.asarray(T[:3, :3]) @ loc + jnp.asarray(T[:3, 3])
 
-    # ---- OpenSim's generalized speeds (ball and free joints) ---------------------------------
+    # ---- OpenSim's generalized speeds (ball, free and ellipsoid joints) -------------------
     def _euler_blocks(self):
-        """Per ball/free joint, the positions in q of its three Euler angles (X, Y, Z)."""
+        """Per ball, free or ellipsoid joint, the positions in q of its Euler angles (X, Y, Z)."""
         names = list(self.model.coordinate_names)
         by_joint: dict[str, list[int]] = {}
         for c in self.coordinates:
@@ -406,8 +410,8 @@ class OsimImport:
         """OpenSim's generalized speeds ``u`` (model order) from coordinate rates ``q̇``.
 
         jaxmb's ``q̇`` are the coordinates' time derivatives everywhere. OpenSim's speeds equal
-        them except at ball and free joints, whose three rotational speeds are the angular
-        velocity of the child frame M in the parent frame F, expressed in F: ``u = E(θ) θ̇`` with
+        them except at ball, free and ellipsoid joints, whose three rotational speeds are the
+        angular velocity of the child frame M in the parent frame F, expressed in F: ``u = E(θ) θ̇`` with
         ``E = [x, Rx(θ₁) y, Rx(θ₁) Ry(θ₂) z]`` for the body-fixed X-Y-Z angles θ (free joints'
         translational speeds are the translations' rates in F, as elsewhere).
         """
@@ -430,7 +434,7 @@ class OsimImport:
 
     def osim_accelerations(self, q, qd, qdd):
         """OpenSim's ``u̇`` from ``q̈`` (e.g. of :func:`jaxmb.forward_dynamics`):
-        ``u̇ = E θ̈ + Ė θ̇`` at ball and free joint rotations, ``q̈`` elsewhere."""
+        ``u̇ = E θ̈ + Ė θ̇`` at ball, free and ellipsoid joint rotations, ``q̈`` elsewhere."""
         ud = jnp.asarray(qdd)
         for idx in self._euler_blocks():
             i = jnp.asarray(idx)
