@@ -23,6 +23,7 @@ import warnings
 from pathlib import Path
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -224,6 +225,36 @@ def opensim_reference(
         n_constraints=cons.getSize(),
         poses=poses,
     )
+
+
+def energy_rates(path, n_poses: int = 2, seed: int = 20):
+    """The power balance of a conservative model (no forces but gravity once muscles are removed)
+    at random states with speeds: ``dE/dt = q̇ᵀ M q̈ + ½ q̇ᵀ Ṁ q̇ − q̇ᵀ G`` must vanish.
+
+    Per pose: (dE/dt for jaxmb's q̈, for OpenSim's q̈, q̇ᵀG, max |M − M_OpenSim| / max |M|,
+    max |G − G_OpenSim| / max |G|), in W and relative units; M and G are jaxmb's (Ṁ by forward
+    mode), checked against OpenSim's in the last two entries."""
+    ref = opensim_reference(path, (), n_poses=n_poses, seed=seed, speed=1.0,
+                            independent=loop_independent(path, ()))  # fmt: skip
+    bare = mb.io.load_osim(path, muscles="none")
+    out = []
+    for pose in ref["poses"]:
+        q, qd = jnp.asarray(pose["q"]), jnp.asarray(pose["qdot"])
+        M, Mdot = jax.jvp(lambda x: mb.mass_matrix(bare, x), (q,), (qd,))
+        G = mb.gravity_forces(bare, q)
+
+        def rate(qdd):
+            return float(qd @ M @ qdd + 0.5 * qd @ Mdot @ qd - qd @ G)
+
+        Mr, Gr = np.asarray(pose["M"]), np.asarray(pose["G"])
+        out.append((
+            rate(mb.forward_dynamics(bare, q, qd)),
+            rate(jnp.asarray(pose["qdd"])),
+            float(qd @ G),
+            float(np.abs(np.asarray(M) - Mr).max() / np.abs(Mr).max()),
+            float(np.abs(np.asarray(G) - Gr).max() / np.abs(Gr).max()),
+        ))  # fmt: skip
+    return out
 
 
 def _speed_map(names, uidx, euler, Q, nu):
