@@ -8,10 +8,11 @@ at chain(30), B = 4096 (issue 21). Here the per-state function is a
 ``jax.custom_batching.custom_vmap`` whose batching rule calls
 :func:`jaxmb.dynamics.tree.equations_of_motion_bm` on the whole batch stored batch-last (the
 same algorithm, the same numbers to round-off): one kinematics pass, one CRBA and one RNEA as
-vector operations over (nb, B) slabs, O(n) per state, in chunks of states that stay in cache.
-Each of the three computes only its own part (M: kinematics + CRBA; N q̇: kinematics + RNEA;
-G: kinematics + the gravity sums): XLA does not merge the three chunk loops of one jit, so the
-kinematics pass runs once per term. When the model itself is batched (``vmap`` over a stack of
+vector operations over (nb, B) slabs, in chunks of states that stay in cache, the results
+written batch first. Each of the three computes only its own part (M: CRBA; N q̇: RNEA; G: the
+gravity sums) in its own chunk loop, after a kinematics loop that depends on q alone: in one jit
+the three kinematics loops are the same program, and XLA's common-subexpression pass keeps one
+(the pass is shared). When the model itself is batched (``vmap`` over a stack of
 models), the rule falls back to ``vmap`` of the one-state code. Derivatives (forward and
 reverse) are the one-state code's (a ``custom_jvp`` around the ``custom_vmap``).
 """
@@ -61,12 +62,12 @@ def _vmappable(static, want: tuple[str, ...], identity: bool):
         q, qd = bcast(q, q_b), bcast(qd, qd_b)
         # chunks of ~1024 body-states keep the (nb, chunk) slabs in cache (chain(30), B = 4096:
         # 116 µs per state unchunked, 29 µs in chunks of 32); each term computes only itself
-        # (XLA does not merge the three chunk loops of one jit)
+        # (XLA does not merge the three chunk loops of one jit, only their kinematics loops)
         chunk = max(8, 1 << int(np.log2(max(CHUNK_BODY_STATES // model.nb, 1))))
         M, N, G = equations_of_motion_bm(model, q.T, qd.T, "m" in want, identity, chunk,
-                                         want_n="n" in want, want_g="g" in want)  # fmt: skip
-        T = lambda x: None if x is None else x.T
-        full = {"m": None if M is None else jnp.moveaxis(M, -1, 0), "n": T(N), "g": T(G)}
+                                         want_n="n" in want, want_g="g" in want,
+                                         batch_first_out=True)  # fmt: skip
+        full = {"m": M, "n": N, "g": G}
         out = tuple(full[w] for w in want)
         return out, tuple(True for _ in out)
 

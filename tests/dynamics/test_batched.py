@@ -7,6 +7,8 @@ file stays well under 20 s on one core.
 
 from __future__ import annotations
 
+import re
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -242,3 +244,18 @@ def test_vmap_of_public_terms_runs_the_batch_last_kernel_and_stays_exact():
     loss = lambda q: jnp.sum(jax.vmap(lambda a: mb.gravity_forces(model, a))(q) ** 2)
     ref = lambda q: sum(jnp.sum(mb.gravity_forces(model, a) ** 2) for a in q)
     np.testing.assert_allclose(jax.grad(loss)(q[:4]), jax.grad(ref)(q[:4]), rtol=1e-12)
+
+
+def test_vmap_of_the_three_terms_computes_the_kinematics_once():
+    """In one jit of jax.vmap of M, N q̇ and G the three batching rules emit the same kinematics
+    loop, and XLA keeps one: four loops (kinematics, CRBA, RNEA, gravity sums), not six."""
+    model = chain(5)
+    q = jnp.zeros((1024, 5))
+
+    def loops(f):
+        return len(re.findall(r"\bwhile\(", jax.jit(jax.vmap(f)).lower(q, q).compile().as_text()))
+
+    one = lambda q, qd: (mb.mass_matrix(model, q), mb.bias_forces(model, q, qd),
+                         mb.gravity_forces(model, q))  # fmt: skip
+    assert loops(lambda q, qd: mb.mass_matrix(model, q)) == 2
+    assert loops(one) == 4
