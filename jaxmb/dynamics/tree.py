@@ -214,6 +214,33 @@ def _inertia_apply(Ib, h, m, w, v):
     return mv3(Ib, w) + cross3(h, v), m * v - cross3(h, w)
 
 
+def _body_wrenches(model: Model, Sw, Sv, V, thd, thdd, m, h, Ibar, fold_gravity: bool):
+    """Each body's own Newton–Euler wrench ``I a + V ×* I V`` (6, nb, B) about the ground origin,
+    from its twist V (6, nb, B) and the joint rates thd and accelerations thdd (nj, B; None: 0):
+    ``a = Anc (S θ̈ + V × S θ̇)``; ``fold_gravity`` adds the ground's fictitious acceleration −g."""
+    Vw, Vv = V[:3], V[3:]
+    sw, sv = Sw * thd, Sv * thd
+    xw = cross3(Vw, sw)
+    xv = cross3(Vw, sv) + cross3(Vv, sw)
+    if thdd is not None:
+        xw, xv = xw + Sw * thdd, xv + Sv * thdd
+    Acc = _ancestor_sum(model, jnp.concatenate([xw, xv]))
+    Aw, Av = Acc[:3], Acc[3:]
+    if fold_gravity:  # the ground accelerates at −g: every body sees the same (0, −g)
+        Av = Av - model.gravity.astype(V.dtype)[:, None, None]
+    n1, f1 = _inertia_apply(Ibar, h, m, Aw, Av)
+    hn, hf = _inertia_apply(Ibar, h, m, Vw, Vv)
+    return jnp.concatenate([n1 + cross3(Vw, hn) + cross3(Vv, hf), f1 + cross3(Vw, hf)])
+
+
+def _gravity_wrenches(model: Model, m, h):
+    """The wrenches (6, nb, B) that balance gravity, ``(h × (−g), −m g)``: every body sees the same
+    fictitious acceleration −g, so there is no recursion."""
+    g = model.gravity.astype(h.dtype)[:, None, None]
+    gn = cross3(h, -g)
+    return jnp.concatenate([gn, jnp.broadcast_to(-m * g, gn.shape)])
+
+
 def joint_space_terms(
     model: Model,
     R,
@@ -250,28 +277,13 @@ def joint_space_terms(
     nb, B = thd.shape
     anc = jnp.asarray(model.ancestors, dtype)  # anc[i, j]: j ⪯ i
     # velocities V = Anc (S θ̇); accelerations a = Anc (S θ̈ + V × S θ̇)
-    if want_c:
-        sw, sv = Sw * thd, Sv * thd
-        V = _ancestor_sum(model, jnp.concatenate([sw, sv]))
-        Vw, Vv = V[:3], V[3:]
-        xw = cross3(Vw, sw)
-        xv = cross3(Vw, sv) + cross3(Vv, sw)
-        if thdd is not None:
-            xw, xv = xw + Sw * thdd, xv + Sv * thdd
-        Acc = _ancestor_sum(model, jnp.concatenate([xw, xv]))
-        Aw, Av = Acc[:3], Acc[3:]
-        if fold_gravity:  # the ground accelerates at −g: every body sees the same (0, −g)
-            Av = Av - model.gravity.astype(dtype)[:, None, None]
     m, h, Ibar = _world_inertia(model, R, o, rotational=want_m or want_c)
     parts = []
     if want_c:
-        n1, f1 = _inertia_apply(Ibar, h, m, Aw, Av)
-        hn, hf = _inertia_apply(Ibar, h, m, Vw, Vv)
-        parts += [n1 + cross3(Vw, hn) + cross3(Vv, hf), f1 + cross3(Vw, hf)]
+        V = _ancestor_sum(model, jnp.concatenate([Sw * thd, Sv * thd]))
+        parts.append(_body_wrenches(model, Sw, Sv, V, thd, thdd, m, h, Ibar, fold_gravity))
     if want_g:
-        g = model.gravity.astype(dtype)[:, None, None]
-        gn = cross3(h, -g)  # every body sees the same fictitious acceleration −g: no recursion
-        parts += [gn, jnp.broadcast_to(-m * g, gn.shape)]
+        parts.append(_gravity_wrenches(model, m, h))
     c = G = None
     if parts:
         F = _descendant_sum(model, jnp.concatenate(parts))
@@ -335,7 +347,6 @@ def coordinate_space_terms(
     if fold_gravity and not want_c:
         raise ValueError("coordinate_space_terms: fold_gravity needs want_c")
     want_g = want_g and not fold_gravity
-    dtype = o.dtype
     nb, nq, B = J.shape
     # body twists per coordinate (6, nq, nb, B); inputs materialized: a masked sum would
     # recompute them for every (body, ancestor) pair
@@ -352,23 +363,9 @@ def coordinate_space_terms(
     if want_c:
         V = jnp.sum(Jb * qd[None, :, None, :], axis=1)  # (6, nb, B)
         thd = jnp.sum(J * qd[None], axis=1)  # (nj, B)
-        Vw, Vv = V[:3], V[3:]
-        sw, sv = Sw * thd, Sv * thd
-        xw = cross3(Vw, sw)
-        xv = cross3(Vw, sv) + cross3(Vv, sw)
-        if thdd is not None:
-            xw, xv = xw + Sw * thdd, xv + Sv * thdd
-        Acc = _ancestor_sum(model, jnp.concatenate([xw, xv]))
-        Aw, Av = Acc[:3], Acc[3:]
-        if fold_gravity:  # the ground accelerates at −g: every body sees the same (0, −g)
-            Av = Av - model.gravity.astype(dtype)[:, None, None]
-        n1, f1 = _inertia_apply(Ibar, h, m, Aw, Av)
-        hn, hf = _inertia_apply(Ibar, h, m, Vw, Vv)
-        c = project(jnp.concatenate([n1 + cross3(Vw, hn) + cross3(Vv, hf), f1 + cross3(Vw, hf)]))
+        c = project(_body_wrenches(model, Sw, Sv, V, thd, thdd, m, h, Ibar, fold_gravity))
     if want_g:
-        g = model.gravity.astype(dtype)[:, None, None]
-        gn = cross3(h, -g)
-        G = -project(jnp.concatenate([gn, jnp.broadcast_to(-m * g, gn.shape)]))
+        G = -project(_gravity_wrenches(model, m, h))
     if not want_m:
         return None, c, G
     # I_i Jb_il for every column l: (3, nq, nb, B) each

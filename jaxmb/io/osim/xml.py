@@ -411,9 +411,10 @@ class OsimImport:
 
         jaxmb's ``q̇`` are the coordinates' time derivatives everywhere. OpenSim's speeds equal
         them except at ball, free and ellipsoid joints, whose three rotational speeds are the
-        angular velocity of the child frame M in the parent frame F, expressed in F: ``u = E(θ) θ̇`` with
-        ``E = [x, Rx(θ₁) y, Rx(θ₁) Ry(θ₂) z]`` for the body-fixed X-Y-Z angles θ (free joints'
-        translational speeds are the translations' rates in F, as elsewhere).
+        angular velocity of the child frame M in the parent frame F, expressed in F:
+        ``u = E(θ) θ̇`` with ``E = [x, Rx(θ₁) y, Rx(θ₁) Ry(θ₂) z]`` for the body-fixed X-Y-Z
+        angles θ (free joints' translational speeds are the translations' rates in F, as
+        elsewhere).
         """
         u = jnp.asarray(qd)
         for idx in self._euler_blocks():
