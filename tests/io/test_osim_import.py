@@ -206,11 +206,12 @@ def _edited(tmp_path, src, old, new):
 
 def test_unsupported_joint_type_names_it(tmp_path):
     p = _edited(
-        tmp_path, "double_pendulum.osim", '<PinJoint name="pin1">', '<EllipsoidJoint name="pin1">'
+        tmp_path, "double_pendulum.osim", '<PinJoint name="pin1">',
+        '<ScapulothoracicJoint name="pin1">',
     )
-    text = p.read_text().replace("</PinJoint>", "</EllipsoidJoint>", 1)
+    text = p.read_text().replace("</PinJoint>", "</ScapulothoracicJoint>", 1)
     p.write_text(text)
-    with pytest.raises(OsimImportError, match=r"'pin1'.*'EllipsoidJoint'"):
+    with pytest.raises(OsimImportError, match=r"'pin1'.*'ScapulothoracicJoint'"):
         load_osim(p)
 
 
