@@ -320,14 +320,14 @@ def coordinate_space_terms(
     o,
     Sw,
     Sv,
-    J: Float[Array, "nj nq B"],
-    qd: Float[Array, "nq B"],
+    Jb: Float[Array, "6 nq nb B"],
+    qd: Float[Array, "nq B"] | None,
+    thd: Float[Array, "nj B"] | None,
     thdd: Float[Array, "nj B"] | None,
     want_m: bool = True,
     want_g: bool = True,
     want_c: bool = True,
     fold_gravity: bool = False,
-    Jb: Float[Array, "6 nq nb B"] | None = None,
 ):
     """M (nq, nq, B), ``Jᵀ c_θ`` (nq, B) and G (nq, B) directly in q: the projection of
     :func:`joint_space_terms` regrouped by body, for joint maps with fewer coordinates than joint
@@ -340,20 +340,13 @@ def coordinate_space_terms(
     O(nb nq²) instead of O(nb² + nj² nq). The same numbers as :func:`joint_space_terms` followed
     by ``Jᵀ · J`` (tests/dynamics: to round-off).
 
-    Args: as :func:`joint_space_terms`, with ``J`` (nj, nq, B) the joint map's ∇f, ``qd``
-    (nq, B) and ``thdd`` (nj, B) = ``J q̈ + q̇ᵀ H q̇`` (``None``: zero); ``Jb`` the body twist
-    Jacobians when the caller has them (:attr:`jaxmb.kinematics.Kinematics.Jb`, batch-last).
+    Args: as :func:`joint_space_terms`, with ``Jb`` the body twist Jacobians
+    (:attr:`jaxmb.kinematics.Kinematics.Jb`, batch-last), ``qd`` (nq, B), ``thd`` = ``J q̇`` and
+    ``thdd`` = ``J q̈ + q̇ᵀ H q̇`` (nj, B; ``None``: zero); qd and thd are read only with ``want_c``.
     """
     if fold_gravity and not want_c:
         raise ValueError("coordinate_space_terms: fold_gravity needs want_c")
     want_g = want_g and not fold_gravity
-    nb, nq, B = J.shape
-    # body twists per coordinate (6, nq, nb, B); inputs materialized: a masked sum would
-    # recompute them for every (body, ancestor) pair
-    if Jb is None:
-        S = jnp.concatenate([Sw, Sv])[:, None]  # (6, 1, nb, B)
-        SJ = (S * jnp.swapaxes(J, 0, 1)[None]).reshape(6 * nq, nb, B)
-        Jb = _ancestor_sum(model, SJ).reshape(6, nq, nb, B)
     m, h, Ibar = _world_inertia(model, R, o, rotational=want_m or want_c)
 
     def project(wrench):  # Σ_i Jb_iᵀ w_i for wrenches (6, nb, B) -> (nq, B)
@@ -362,7 +355,6 @@ def coordinate_space_terms(
     c = G = None
     if want_c:
         V = jnp.sum(Jb * qd[None, :, None, :], axis=1)  # (6, nb, B)
-        thd = jnp.sum(J * qd[None], axis=1)  # (nj, B)
         c = project(_body_wrenches(model, Sw, Sv, V, thd, thdd, m, h, Ibar, fold_gravity))
     if want_g:
         G = -project(_gravity_wrenches(model, m, h))
@@ -454,11 +446,10 @@ def projected_terms(
     else:
         thd = jnp.zeros((kin.f.shape[0], 1), dtype)
     if not identity and kin.J.shape[1] < kin.J.shape[0]:  # fewer coordinates than joints
-        qd_b = jnp.zeros((kin.J.shape[1], 1), dtype) if not want_n else qd[:, None]
+        Jb = jnp.transpose(kin.Jb, (1, 2, 0))[..., None].astype(dtype)
         return tuple(None if x is None else x[..., 0] for x in coordinate_space_terms(
-            model, R, o, Sw, Sv, kin.J.astype(dtype)[..., None], qd_b, thdd, want_m=want_m,
-            want_g=want_g, want_c=want_n, fold_gravity=fold_gravity,
-            Jb=jnp.transpose(kin.Jb, (1, 2, 0))[..., None].astype(dtype)))  # fmt: skip
+            model, R, o, Sw, Sv, Jb, qd[:, None] if want_n else None, thd, thdd, want_m=want_m,
+            want_g=want_g, want_c=want_n, fold_gravity=fold_gravity))  # fmt: skip
     Mt, ct, Gt = joint_space_terms(
         model, R, o, Sw, Sv, thd, thdd, want_m=want_m, want_g=want_g, want_c=want_n,
         fold_gravity=fold_gravity,

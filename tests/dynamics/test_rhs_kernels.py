@@ -72,9 +72,10 @@ def _regrouped_and_joint_space(model, q, qd, qdd):
     R, o, Sw, Sv = dy.tree.batch_last_kinematics(k)
     thdd = (k.J @ qdd + jnp.einsum("jlm,l,m->j", k.H, qd, qd))[:, None]
     col = lambda x: x[:, None]
-    regrouped = dy.tree.coordinate_space_terms(model, R, o, Sw, Sv, k.J[..., None], col(qd), thdd)
-    folded = dy.tree.coordinate_space_terms(model, R, o, Sw, Sv, k.J[..., None], col(qd), thdd,
-                                            want_m=False, fold_gravity=True)  # fmt: skip
+    Jb = jnp.transpose(k.Jb, (1, 2, 0))[..., None]
+    args = (model, R, o, Sw, Sv, Jb, col(qd), col(k.J @ qd), thdd)
+    regrouped = dy.tree.coordinate_space_terms(*args)
+    folded = dy.tree.coordinate_space_terms(*args, want_m=False, fold_gravity=True)
     Mt, ct, Gt = dy.joint_space_terms(model, R, o, Sw, Sv, col(k.J @ qd), thdd)
     J = k.J
     joint_space = (J.T @ Mt[..., 0] @ J, J.T @ ct[:, 0], J.T @ Gt[:, 0])
