@@ -118,6 +118,22 @@ def _key(name: str, treedef, leaves) -> str:
     return h.hexdigest()[:32]
 
 
+# An executable that JAX's persistent cache handed back serializes without its compiled functions
+# (loading it fails with "Function … not found"), so a program to be stored is compiled afresh:
+# with a compiler option (its default value) that puts it under its own cache key, and with the
+# persistent cache's writing held off, so that key never has an entry to hand back.
+_OWN_KEY = {"xla_cpu_enable_fast_math": False}
+
+
+def _fresh_compile(lowered):
+    held = jax.config.jax_persistent_cache_min_compile_time_secs
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", float("inf"))
+    try:
+        return lowered.compile(dict(_OWN_KEY))
+    finally:
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", held)
+
+
 def stored_jit(fn, *args, name: str, directory: str | Path | None = None):
     """``jax.jit(fn)(*args)``, with the compiled program stored for later processes (see the
     module docstring). ``name`` identifies ``fn`` in the key and the file name; ``directory``
@@ -142,7 +158,7 @@ def stored_jit(fn, *args, name: str, directory: str | Path | None = None):
             return fn(*jax.tree_util.tree_unflatten(treedef, xs))
 
         specs = [jax.ShapeDtypeStruct(np.shape(x), x.dtype, weak_type=_weak(x)) for x in leaves]
-        call = jax.jit(flat).lower(*specs).compile()
+        call = _fresh_compile(jax.jit(flat).lower(*specs))
         d.mkdir(parents=True, exist_ok=True)
         # written whole under a temporary name, then renamed: a reader never sees half a file
         fd, tmp = tempfile.mkstemp(dir=d, suffix=".tmp")

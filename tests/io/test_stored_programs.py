@@ -139,41 +139,51 @@ def test_models_differing_inside_a_large_static_array_get_their_own_program(cach
 
 
 
+
 _A = np.array([[4.0, 1.0], [2.0, 3.0]])
 _B = np.array([1.0, 2.0])
-_LAPACK_SCRIPT = f"""
+_SCRIPT = f"""
 import sys
+import jax
 import jax.numpy as jnp
 import numpy as np
 import jaxmb  # noqa: F401  (x64)
-from jaxmb.io.stored_programs import stored_jit
+from pathlib import Path
+from jaxmb.io.stored_programs import forget_loaded, stored_jit
 
 def solve(A, b):
     print("traced")
-    return jnp.linalg.solve(A, b)
+    return jnp.linalg.solve(A, b) * 2.0
 
 A, b = np.array({_A.tolist()!r}), np.array({_B.tolist()!r})
-print(repr(np.asarray(stored_jit(solve, A, b, name="solve", directory=sys.argv[1])).tolist()))
+cache, programs = sys.argv[1:3]
+jax.config.update("jax_compilation_cache_dir", cache)
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+if sys.argv[3] == "store":  # stored twice: the second compilation is a persistent-cache hit
+    stored_jit(solve, A, b, name="solve", directory=programs)
+    for f in Path(programs).iterdir():
+        f.unlink()
+    forget_loaded()
+print(repr(np.asarray(stored_jit(solve, A, b, name="solve", directory=programs)).tolist()))
 """
 
 
-def _solve(A, b):
-    TRACES.append(A.shape)
-    return jnp.linalg.solve(A, b)
-
-
-def test_a_new_process_runs_a_stored_program_that_calls_lapack(cache_dir):
-    """A loaded executable is not lowered, and lowering is where jax registers the CPU's LAPACK
-    kernels: a new process calling a stored program with a linear solve crashed until
-    stored_jit registered them first. Stored here, run by a new process that must not trace."""
-    sp.stored_jit(_solve, _A, _B, name="solve", directory=cache_dir / "p")
-    assert len(TRACES) == 1
-    script = cache_dir / "run.py"
-    script.write_text(_LAPACK_SCRIPT)
+def test_a_new_process_runs_a_stored_program_that_calls_lapack(tmp_path):
+    """Two ways a stored program failed in a new process, as the command line met them: (1) an
+    executable the persistent cache handed back (the same program compiled before) serializes
+    without its functions ("Function … not found" when loaded); (2) a loaded executable is not
+    lowered, and lowering is where jax registers the CPU's LAPACK kernels: a linear solve
+    crashed. Stored by one process, run by another that must not trace."""
+    script = tmp_path / "run.py"
+    script.write_text(_SCRIPT)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    r = subprocess.run([sys.executable, str(script), str(cache_dir / "p")], capture_output=True,
-                       text=True, env=env, timeout=300)  # fmt: skip
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert "traced" not in r.stdout
-    got = np.array(eval(r.stdout.strip().splitlines()[-1]))
-    np.testing.assert_allclose(got, np.linalg.solve(_A, _B), rtol=1e-15)
+    runs = [
+        subprocess.run([sys.executable, str(script), str(tmp_path / "xla"), str(tmp_path / "p"),
+                        mode], capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
+        for mode in ("store", "load")
+    ]
+    for r in runs:
+        assert r.returncode == 0, r.stderr[-2000:]
+    assert runs[0].stdout.count("traced") == 2 and "traced" not in runs[1].stdout
+    got = np.array(eval(runs[1].stdout.strip().splitlines()[-1]))
+    np.testing.assert_allclose(got, 2.0 * np.linalg.solve(_A, _B), rtol=1e-15)
