@@ -24,7 +24,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from .kinematics import body_transforms
-from .models.shoulder_muscles import MUSCLES
 
 __all__ = [
     "plot_trajectory",
@@ -293,11 +292,13 @@ def plot_history(result, path: str, names: Sequence[str] | None = None):
     return path
 
 
-def plot_muscle_forces(t, forces, names=MUSCLES, *, infeasible=(), ax=None, path=None):
+def plot_muscle_forces(t, forces, names=None, *, infeasible=(), ax=None, path=None):
     """Musculotendon forces over time (the seed's Fig. 21); returns the matplotlib figure.
 
     Args:
-        t: (nt,) s. forces: (nt, nm) N. names: the nm muscle names (legend).
+        t: (nt,) s. forces: (nt, nm) N. names: the nm muscle names (legend; default
+            "muscle 1" … "muscle nm". It was the shoulder model's names, which made this module
+            import the built-in models on every command that draws).
         infeasible: frame indices to mark (grey bands) where the torques could not be produced.
         ax: an axes to draw on (default: a new figure). path: save the figure there (PNG, SVG).
     """
@@ -309,6 +310,8 @@ def plot_muscle_forces(t, forces, names=MUSCLES, *, infeasible=(), ax=None, path
         fig = ax.figure
     t = np.asarray(t, dtype=float)
     F = np.asarray(forces, dtype=float)
+    if names is None:
+        names = [f"muscle {k + 1}" for k in range(F.shape[-1])]
     if F.shape != (t.shape[0], len(names)):
         raise ValueError(f"plot_muscle_forces: forces {F.shape} != (len(t), len(names))")
     styles = ["-", "--", ":", "-."]
