@@ -145,11 +145,14 @@ def stored_jit(fn, *args, name: str, directory: str | Path | None = None):
     path = d / f"{name}-{_key(name, treedef, leaves)}{_SUFFIX}"
     call = _LOADED.get(path)
     if call is None and path.is_file():
-        # the CPU's LAPACK kernels are registered when a program using them is lowered; a loaded
-        # executable is not lowered here, and calling one of those kernels unregistered crashes
-        _initialize_lapack()
         try:
-            call = deserialize_and_load(*pickle.loads(path.read_bytes()))
+            uses_lapack, *stored = pickle.loads(path.read_bytes())
+            # the CPU's LAPACK kernels are registered when a program using them is lowered; a
+            # loaded executable is not lowered, and calling one of them unregistered crashes.
+            # Registering imports scipy (0.3 s), so only for programs that call them.
+            if uses_lapack:
+                _initialize_lapack()
+            call = deserialize_and_load(*stored)
         except Exception:  # a truncated or foreign file: compiled again and overwritten below
             call = None
     if call is None:
@@ -158,12 +161,14 @@ def stored_jit(fn, *args, name: str, directory: str | Path | None = None):
             return fn(*jax.tree_util.tree_unflatten(treedef, xs))
 
         specs = [jax.ShapeDtypeStruct(np.shape(x), x.dtype, weak_type=_weak(x)) for x in leaves]
-        call = _fresh_compile(jax.jit(flat).lower(*specs))
+        lowered = jax.jit(flat).lower(*specs)
+        uses_lapack = "@lapack_" in lowered.as_text()  # custom calls to the CPU's LAPACK kernels
+        call = _fresh_compile(lowered)
         d.mkdir(parents=True, exist_ok=True)
         # written whole under a temporary name, then renamed: a reader never sees half a file
         fd, tmp = tempfile.mkstemp(dir=d, suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
-            f.write(pickle.dumps(serialize(call)))
+            f.write(pickle.dumps((uses_lapack, *serialize(call))))
         os.replace(tmp, path)
     _LOADED[path] = call
     return call(*leaves)
