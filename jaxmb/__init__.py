@@ -21,7 +21,7 @@ import jax as _jax
 
 _jax.config.update("jax_enable_x64", True)
 
-from . import joint_maps, kinematics, math, models  # noqa: E402
+from . import joint_maps, kinematics, math  # noqa: E402
 from .analyses import joint_loads  # noqa: E402
 from .dynamics import (  # noqa: E402
     PremodelDynamics,
@@ -64,14 +64,16 @@ from .muscles import (  # noqa: E402
     moment_arms,
     muscle_lengths,
     muscle_velocities,
-    share_forces,
     with_muscles,
 )
 
 __version__ = "0.1.0"
 
 # Subpackages loaded on first use, to keep `import jaxmb` light.
-_SUBPACKAGES = {"forces", "muscles", "dynamics", "simulation", "analyses", "io", "plots", "cli"}
+# ``models`` imports every built-in model (the OpenSim ones read the OpenSim reader).
+_SUBPACKAGES = {
+    "forces", "muscles", "dynamics", "simulation", "analyses", "io", "models", "plots", "cli",
+}
 
 # Public names whose modules are imported on first use.
 _LAZY_NAMES = {
@@ -82,6 +84,8 @@ _LAZY_NAMES = {
     "batched_terms": "jaxmb.dynamics.tree",
     "batched_forward_dynamics": "jaxmb.dynamics.tree",
     "batched_rk4": "jaxmb.simulation.driver",
+    # force sharing imports optax, which nothing else on the analyses' commands needs
+    "share_forces": "jaxmb.muscles.sharing",
     # the simulation stage (diffrax: ~1.5 s of import) is not needed by the analyses' commands
     "ERKResult": "jaxmb.simulation",
     "SimulationError": "jaxmb.simulation",

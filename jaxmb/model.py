@@ -24,6 +24,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .joint_maps import AbstractJointMap, identity_map
+from .math.functions import as_array
 
 __all__ = [
     "Body",
@@ -374,21 +375,21 @@ def build_model(
             raise ModelError(
                 f"point {pname!r}: position must be a finite 3-vector, got {pr.tolist()}"
             )
-        pts[pname] = NamedPoint(int(pb), jnp.asarray(pr))
+        pts[pname] = NamedPoint(int(pb), as_array(pr))
 
     return Model(
         parent=tuple(parent),
         joint_type=tuple(jtype),
         body_names=tuple(names),
         coordinate_names=coordinate_names,
-        axis_d=jnp.asarray(np.stack(axis_d)),
-        axis_theta=jnp.asarray(np.stack(axis_t)),
-        d=jnp.asarray(np.asarray(dvals)),
-        theta=jnp.asarray(np.asarray(tvals)),
-        mass=jnp.asarray(np.asarray(mass)),
-        com=jnp.asarray(np.stack(com)),
-        inertia=jnp.asarray(np.stack(inertia)),
-        gravity=jnp.asarray(g),
+        axis_d=as_array(np.stack(axis_d), None),
+        axis_theta=as_array(np.stack(axis_t), None),
+        d=as_array(dvals, None),
+        theta=as_array(tvals, None),
+        mass=as_array(mass, None),
+        com=as_array(np.stack(com), None),
+        inertia=as_array(np.stack(inertia), None),
+        gravity=as_array(g, None),
         joint_map=joint_map,
         forces=tuple(forces),
         muscles=muscles,

@@ -16,6 +16,7 @@ axes leave the backend to the caller (notebooks).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 import jax
@@ -23,7 +24,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from .kinematics import body_transforms
-from .models.shoulder_muscles import MUSCLES
 
 __all__ = [
     "plot_trajectory",
@@ -35,6 +35,8 @@ __all__ = [
     "plot_joint_loads",
     "plot_history",
     "plot_muscle_forces",
+    "plot_trial_columns",
+    "import_matplotlib_in_background",
 ]
 
 
@@ -290,11 +292,13 @@ def plot_history(result, path: str, names: Sequence[str] | None = None):
     return path
 
 
-def plot_muscle_forces(t, forces, names=MUSCLES, *, infeasible=(), ax=None, path=None):
+def plot_muscle_forces(t, forces, names=None, *, infeasible=(), ax=None, path=None):
     """Musculotendon forces over time (the seed's Fig. 21); returns the matplotlib figure.
 
     Args:
-        t: (nt,) s. forces: (nt, nm) N. names: the nm muscle names (legend).
+        t: (nt,) s. forces: (nt, nm) N. names: the nm muscle names (legend; default
+            "muscle 1" … "muscle nm". It was the shoulder model's names, which made this module
+            import the built-in models on every command that draws).
         infeasible: frame indices to mark (grey bands) where the torques could not be produced.
         ax: an axes to draw on (default: a new figure). path: save the figure there (PNG, SVG).
     """
@@ -306,6 +310,8 @@ def plot_muscle_forces(t, forces, names=MUSCLES, *, infeasible=(), ax=None, path
         fig = ax.figure
     t = np.asarray(t, dtype=float)
     F = np.asarray(forces, dtype=float)
+    if names is None:
+        names = [f"muscle {k + 1}" for k in range(F.shape[-1])]
     if F.shape != (t.shape[0], len(names)):
         raise ValueError(f"plot_muscle_forces: forces {F.shape} != (len(t), len(names))")
     styles = ["-", "--", ":", "-."]
@@ -323,23 +329,47 @@ def plot_muscle_forces(t, forces, names=MUSCLES, *, infeasible=(), ax=None, path
     return fig
 
 
+def _import_trial_plot_modules() -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: F401
+    from matplotlib.figure import Figure  # noqa: F401
+    from matplotlib.ticker import FixedLocator, MaxNLocator  # noqa: F401
+
+
+def import_matplotlib_in_background() -> threading.Thread:
+    """Start importing what :func:`plot_trial_columns` needs (matplotlib: about 0.6 s) in a
+    daemon thread, and return the thread. The setup commands start it before their analysis:
+    loading a compiled program and running it release the interpreter's lock, so the import
+    overlaps them on a second core instead of delaying the PNG. ``plot_trial_columns``'s own
+    imports then find the modules loaded (or wait for the import to finish)."""
+    t = threading.Thread(target=_import_trial_plot_modules, name="import matplotlib", daemon=True)
+    t.start()
+    return t
+
+
 def plot_trial_columns(path, time, values, labels: Sequence[str], ylabel: str, title: str,
-                       reference=None, ncols: int = 4) -> None:
+                       reference=None, ncols: int = 4):
     """Write a PNG of a trial's columns against time, one panel per column (``ylabel`` names the
     quantity and its unit); ``reference`` an optional ``(time, values)`` of the same columns
-    (OpenSim's, dashed).
+    (OpenSim's, dashed). Returns the matplotlib ``Figure``.
 
-    The layout is fixed (no ``tight_layout``, which measures every tick label of every panel
-    twice): a 28-panel static optimization took 2.9 s to draw, now 0.6 s; the command line draws
-    one after every analysis.
+    The setup commands draw one after every analysis, so it is drawn cheaply: a bare ``Figure``
+    on the Agg canvas (pyplot is not imported), a fixed layout (``tight_layout`` measures every
+    tick label of every panel twice), three or four ticks per axis (each tick is several
+    artists: most of the drawing time of 28 panels), and PNG compression level 1.
     """
-    plt = _pyplot_for_files()
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import FixedLocator, MaxNLocator
+
+    time = np.asarray(time, dtype=float)
     values = np.asarray(values, dtype=float)
     n = len(labels)
     ncols = max(1, min(ncols, n))
     nrows = (n + ncols - 1) // ncols
     width, height = 3.3 * ncols, 1.7 * nrows + 0.8
-    fig, ax = plt.subplots(nrows, ncols, figsize=(width, height), squeeze=False, sharex=True)
+    fig = Figure(figsize=(width, height))
+    FigureCanvasAgg(fig)
+    ax = fig.subplots(nrows, ncols, squeeze=False, sharex=True)
     for k, lab in enumerate(labels):
         a = ax[k // ncols, k % ncols]
         a.plot(time, values[:, k], lw=1.3, label="jaxmb")
@@ -347,8 +377,11 @@ def plot_trial_columns(path, time, values, labels: Sequence[str], ylabel: str, t
             a.plot(reference[0], np.asarray(reference[1])[:, k], "--", lw=1.1, label="OpenSim")
         a.text(0.02, 0.95, lab, transform=a.transAxes, fontsize=8, va="top")
         a.tick_params(labelsize=7)
-        a.locator_params(axis="y", nbins=4)
+        a.yaxis.set_major_locator(MaxNLocator(nbins=3))
         a.grid(True, alpha=0.3)
+    # one set of time ticks, shared by every panel (sharex)
+    ticks = MaxNLocator(nbins=4).tick_values(time[0], time[-1])
+    ax[0, 0].xaxis.set_major_locator(FixedLocator(ticks[(ticks >= time[0]) & (ticks <= time[-1])]))
     for k in range(n, nrows * ncols):
         ax[k // ncols, k % ncols].axis("off")
     for c in range(ncols):  # the lowest panel of each column carries the time axis
@@ -361,5 +394,5 @@ def plot_trial_columns(path, time, values, labels: Sequence[str], ylabel: str, t
     fig.suptitle(title, fontsize=10)
     fig.subplots_adjust(left=0.85 / width, right=1 - 0.15 / width, bottom=0.5 / height,
                         top=1 - 0.45 / height, hspace=0.15, wspace=0.3)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    fig.savefig(path, dpi=100, pil_kwargs={"compress_level": 1})
+    return fig

@@ -68,20 +68,16 @@ def test_trajectory_plot_axes_and_legend_carry_units(monkeypatch, tmp_path):
     assert labels == [f"{c} (rad)" for c in model.coordinate_names]
 
 
-def test_trial_columns_plot_one_panel_per_column_and_a_time_axis_under_each_column(
-    monkeypatch, tmp_path
-):
+def test_trial_columns_plot_one_panel_per_column_and_a_time_axis_under_each_column(tmp_path):
     """The setup commands' plot: 7 columns in 3 columns of panels leave the last row with one
     panel, so columns 2 and 3 end one row higher: their lowest panels carry the time axis."""
-    _kept_figure(monkeypatch)
     t = np.linspace(0.5, 1.1, 20)
     values = np.outer(t, np.arange(1.0, 8.0))
     labels = [f"col{k}" for k in range(7)]
     png = tmp_path / "cols.png"
-    plots.plot_trial_columns(png, t, values, labels, "moment (N·m)", "trial", reference=(t, values),
-                             ncols=3)  # fmt: skip
+    fig = plots.plot_trial_columns(png, t, values, labels, "moment (N·m)", "trial",
+                                   reference=(t, values), ncols=3)  # fmt: skip
     assert png.stat().st_size > 0
-    fig = plt.gcf()
     shown = [a for a in fig.axes if a.axison]
     assert len(shown) == 7
     assert [a.texts[0].get_text() for a in shown] == labels
@@ -92,4 +88,3 @@ def test_trial_columns_plot_one_panel_per_column_and_a_time_axis_under_each_colu
     for k in timed:
         assert any(lab.get_visible() and lab.get_text() for lab in shown[k].get_xticklabels())
     assert fig._supylabel.get_text() == "moment (N·m)"
-    plt.close("all")

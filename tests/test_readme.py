@@ -5,7 +5,7 @@ the two quick-start blocks (marked ``<!-- main-command -->`` and ``<!-- test-com
 other ``jaxmb …`` / ``python …`` command in a code block or an inline code span, every repository
 path and module named in code, and the Python snippet of "Using it". The package is installed in CI
 (``pip install ".[test]"`` is the test command itself), so ``jaxmb`` runs in-process through
-:func:`jaxmb.cli.main`, the function behind the console script.
+:func:`jaxmb.cli.main`, the function the console script (:func:`jaxmb.cli.console`) runs.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def test_test_command_is_what_ci_runs():
 def test_install_commands_name_existing_extras():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = set(project.get("optional-dependencies", {}))
-    assert project["scripts"]["jaxmb"] == "jaxmb.cli:main"
+    assert project["scripts"]["jaxmb"] == "jaxmb.cli:console"
     for cmd in commands():
         if cmd.startswith("pip install"):
             target = shlex.split(cmd)[2]

@@ -19,6 +19,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from ..math.functions import as_array
+
 __all__ = [
     "MillardCurves",
     "corner_control_points",
@@ -182,6 +184,6 @@ def millard_curves(fl_params: list[dict], fv_params: list[dict]) -> MillardCurve
     ]
 
     def st(items, i):
-        return jnp.asarray(np.stack([np.asarray(it[i], dtype=float) for it in items]))
+        return as_array(np.stack([np.asarray(it[i], dtype=float) for it in items]))
 
     return MillardCurves(st(fl, 0), st(fl, 1), st(fl, 2), st(fv, 0), st(fv, 1), st(fv, 2))

@@ -1,3 +1,3 @@
-from .main import main
+from .main import console, main
 
-__all__ = ["main"]
+__all__ = ["main", "console"]

@@ -1,7 +1,5 @@
 """``python -m jaxmb.cli``: the ``jaxmb`` command."""
 
-import sys
+from .main import console
 
-from .main import main
-
-sys.exit(main())
+console()

@@ -1,40 +1,54 @@
 """Compiled programs kept across processes, next to JAX's persistent compilation cache.
 
 JAX's persistent cache skips XLA's compilation in a second process, but not the Python tracing
-that comes before it, and on an imported musculoskeletal model tracing is most of a warm run
-(tracing the Gait10dof18musc static optimization takes 15–25 s; its compilation, from the cache,
-under a second). :func:`stored_jit` therefore keeps the traced program itself: the first call
-exports it (``jax.export``, StableHLO) to ``<compilation cache>/jaxmb_programs/``; a later process
-with the same program deserializes it and runs it, tracing nothing.
+and lowering that come before it (the cache key is a hash of the lowered program), and on an
+imported musculoskeletal model those are most of a warm run (tracing the Gait10dof18musc static
+optimization takes 15–25 s). :func:`stored_jit` therefore keeps the compiled executable itself:
+the first call compiles ``jax.jit(fn)`` for the arguments' shapes and writes the executable
+(``jax.experimental.serialize_executable``) to ``<compilation cache>/jaxmb_programs/``; a later
+process with the same program loads it and runs it, tracing, lowering and compiling nothing.
+(An earlier version stored the traced program with ``jax.export`` and let the persistent cache
+find its executable: lowering the exported program again cost about 0.5 s of every warm run.)
 
-A stored program is found by a key over everything its trace depends on: the function's name, the
-source of the jaxmb package (any edit makes new keys), the jax/jaxlib versions and x64 flag, the
-argument pytree's structure (it holds every static field of a model: joint types, path-point
-kinds, muscle models, indices) and each array argument's shape and dtype. Array values are not in
-the key: they are the program's inputs. Without a persistent cache directory (``--no-cache``) or
-for arguments that are not all arrays, :func:`stored_jit` is ``jax.jit(fn)(*args)``.
+A stored program is found by a key over everything its trace and its machine code depend on: the
+function's name, the source of the jaxmb package (any edit makes new keys), the jax/jaxlib
+versions and x64 flag, the backend, its platform version and device kind and (CPU) the
+processor's model and feature flags, the argument pytree's structure (it holds every static field
+of a model: joint types, path-point kinds, muscle models, indices) and each array argument's shape
+and dtype. Array values are not in the key: they are the program's inputs. Without a persistent
+cache directory (``--no-cache``) or for arguments that are not all arrays, :func:`stored_jit` is
+``jax.jit(fn)(*args)``.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
+import pickle
+import platform
 import sys
 import tempfile
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import jaxlib
 import numpy as np
+from jax.experimental.serialize_executable import deserialize_and_load, serialize
+
+try:  # registers the CPU's LAPACK kernels (what lowering a program that uses them does first)
+    from jax._src.lax.linalg import initialize_lapack as _initialize_lapack
+except ImportError:  # another jax: lowering a small solve does the same, publicly
+
+    def _initialize_lapack():
+        jax.jit(jnp.linalg.solve).lower(np.eye(1), np.ones(1))
 
 __all__ = ["stored_jit", "program_dir", "forget_loaded"]
 
 _PACKAGE = Path(__file__).resolve().parents[1]
 _SOURCE_HASH: str | None = None
 _LOADED: dict[Path, object] = {}  # this process's compiled stored programs, by file
-# jax.export's serialization needs flatbuffers (a dependency of jaxmb; without it: no storing)
-_CAN_SERIALIZE = importlib.util.find_spec("flatbuffers") is not None
+_SUFFIX = ".xlaexec"
 
 
 def _source_hash() -> str:
@@ -61,6 +75,28 @@ def forget_loaded() -> None:
     _LOADED.clear()
 
 
+def _weak(x) -> bool:
+    """Whether x is a weakly typed JAX array (a Python scalar's type): part of its abstract
+    value, which a compiled program checks its arguments against."""
+    return bool(getattr(x, "weak_type", False))
+
+
+def _machine() -> str:
+    """What the compiled code depends on besides jax: the backend's platform version and device
+    kind, and on CPU the processor (XLA compiles for the host's instruction set)."""
+    dev = jax.devices()[0]
+    parts = [jax.default_backend(), dev.client.platform_version, dev.device_kind,
+             platform.machine()]  # fmt: skip
+    if jax.default_backend() == "cpu":
+        try:
+            with open("/proc/cpuinfo") as f:
+                info = f.read().split("\n\n", 1)[0]
+            parts += [ln for ln in info.splitlines() if ln.startswith(("model name", "flags"))]
+        except OSError:
+            parts.append(platform.processor())
+    return "|".join(parts)
+
+
 def _key(name: str, treedef, leaves) -> str:
     # static fields enter through the treedef's text: numpy abbreviates arrays of more than 1000
     # entries with "...", which would let two models that differ inside one share a key
@@ -73,50 +109,66 @@ def _key(name: str, treedef, leaves) -> str:
         jax.__version__,
         jaxlib.__version__,
         str(jax.config.jax_enable_x64),
-        jax.default_backend(),
+        _machine(),
         structure,
-        repr([(np.shape(x), str(x.dtype)) for x in leaves]),
+        repr([(np.shape(x), str(x.dtype), _weak(x)) for x in leaves]),
     ):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()[:32]
 
 
+# An executable that JAX's persistent cache handed back serializes without its compiled functions
+# (loading it fails with "Function … not found"), so a program to be stored is compiled afresh:
+# with a compiler option (its default value) that puts it under its own cache key, and with the
+# persistent cache's writing held off, so that key never has an entry to hand back.
+_OWN_KEY = {"xla_cpu_enable_fast_math": False}
+
+
+def _fresh_compile(lowered):
+    held = jax.config.jax_persistent_cache_min_compile_time_secs
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", float("inf"))
+    try:
+        return lowered.compile(dict(_OWN_KEY))
+    finally:
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", held)
+
+
 def stored_jit(fn, *args, name: str, directory: str | Path | None = None):
-    """``jax.jit(fn)(*args)``, with the traced program stored for later processes (see the module
-    docstring). ``name`` identifies ``fn`` in the key and the file name; ``directory`` overrides
-    :func:`program_dir`. ``fn``'s result must be arrays in tuples, lists or dicts (what
-    ``jax.export`` serializes); it is the same as ``jax.jit(fn)(*args)`` gives."""
+    """``jax.jit(fn)(*args)``, with the compiled program stored for later processes (see the
+    module docstring). ``name`` identifies ``fn`` in the key and the file name; ``directory``
+    overrides :func:`program_dir`. The result is the same as ``jax.jit(fn)(*args)`` gives."""
     d = Path(directory) if directory is not None else program_dir()
     leaves, treedef = jax.tree_util.tree_flatten(args)
-    if (
-        d is None
-        or not _CAN_SERIALIZE
-        or not all(isinstance(x, (jax.Array, np.ndarray)) for x in leaves)
-    ):
+    if d is None or not all(isinstance(x, (jax.Array, np.ndarray)) for x in leaves):
         return jax.jit(fn)(*args)
-    path = d / f"{name}-{_key(name, treedef, leaves)}.jaxexport"
+    path = d / f"{name}-{_key(name, treedef, leaves)}{_SUFFIX}"
     call = _LOADED.get(path)
-    if call is not None:
-        return call(*leaves)
-    exp = None
-    if path.is_file():
+    if call is None and path.is_file():
         try:
-            exp = jax.export.deserialize(bytearray(path.read_bytes()))
-        except Exception:  # a truncated or foreign file: traced again and overwritten below
-            exp = None
-    if exp is None:
+            uses_lapack, *stored = pickle.loads(path.read_bytes())
+            # the CPU's LAPACK kernels are registered when a program using them is lowered; a
+            # loaded executable is not lowered, and calling one of them unregistered crashes.
+            # Registering imports scipy (0.3 s), so only for programs that call them.
+            if uses_lapack:
+                _initialize_lapack()
+            call = deserialize_and_load(*stored)
+        except Exception:  # a truncated or foreign file: compiled again and overwritten below
+            call = None
+    if call is None:
 
         def flat(*xs):
             return fn(*jax.tree_util.tree_unflatten(treedef, xs))
 
-        specs = [jax.ShapeDtypeStruct(np.shape(x), x.dtype) for x in leaves]
-        exp = jax.export.export(jax.jit(flat))(*specs)
+        specs = [jax.ShapeDtypeStruct(np.shape(x), x.dtype, weak_type=_weak(x)) for x in leaves]
+        lowered = jax.jit(flat).lower(*specs)
+        uses_lapack = "@lapack_" in lowered.as_text()  # custom calls to the CPU's LAPACK kernels
+        call = _fresh_compile(lowered)
         d.mkdir(parents=True, exist_ok=True)
         # written whole under a temporary name, then renamed: a reader never sees half a file
         fd, tmp = tempfile.mkstemp(dir=d, suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
-            f.write(exp.serialize())
+            f.write(pickle.dumps((uses_lapack, *serialize(call))))
         os.replace(tmp, path)
-    call = _LOADED[path] = jax.jit(exp.call)
+    _LOADED[path] = call
     return call(*leaves)

@@ -4,6 +4,8 @@ of one path (:mod:`.path_kernel`), lengths and moment arms of all muscles (:mod:
 Hill-type muscles (:mod:`.hill`) and force sharing (:mod:`.sharing`).
 """
 
+import importlib
+
 from .geometry import (
     lengths_and_moment_arms,
     moment_arm_terms,
@@ -40,10 +42,14 @@ from .points import (
     PathPoint,
     clamp_to_range,
 )
-from .sharing import (
-    SharingResult,
-    share_forces,
-    sharing_problem,
-    solve_sharing_qp,
-)
 from .wrap import AbstractWrapObject, WrapCylinder, WrapEllipsoid, WrapSphere, WrapTorus
+
+# force sharing imports optax (about 0.3 s), which reading models and the OpenSim-setup commands
+# never use: its names load on first use (``jaxmb.muscles.share_forces`` works as before)
+_SHARING = ("SharingResult", "share_forces", "sharing_problem", "solve_sharing_qp")
+
+
+def __getattr__(name):
+    if name in _SHARING:
+        return getattr(importlib.import_module(f"{__name__}.sharing"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from ..math.functions import as_array
 from ..model import Model, ModelError
 from .checks import check_muscle_parameters
 from .points import ConditionalPathPoint, MovingPathPoint, PathPoint
@@ -85,11 +86,11 @@ class MuscleParameters(eqx.Module):
         pennation_at_optimal=0.0,
         max_contraction_velocity=10.0,
     ):
-        self.max_isometric_force = jnp.asarray(max_isometric_force, dtype=float)
-        self.optimal_fiber_length = jnp.asarray(optimal_fiber_length, dtype=float)
-        self.tendon_slack_length = jnp.asarray(tendon_slack_length, dtype=float)
-        self.pennation_at_optimal = jnp.asarray(pennation_at_optimal, dtype=float)
-        self.max_contraction_velocity = jnp.asarray(max_contraction_velocity, dtype=float)
+        self.max_isometric_force = as_array(max_isometric_force)
+        self.optimal_fiber_length = as_array(optimal_fiber_length)
+        self.tendon_slack_length = as_array(tendon_slack_length)
+        self.pennation_at_optimal = as_array(pennation_at_optimal)
+        self.max_contraction_velocity = as_array(max_contraction_velocity)
 
     def __check_init__(self):
         check_muscle_parameters(self)

@@ -29,7 +29,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ..joint_maps.coordinate_functions import OsimJointMap
-from ..math.functions import natural_cubic_spline
+from ..math.functions import as_array, natural_cubic_spline
 
 __all__ = [
     "PathPoint",
@@ -82,9 +82,9 @@ class ConditionalPathPoint(eqx.Module):
 
     def __init__(self, body, location, coordinate, range, name: str = ""):  # noqa: A002
         self.body = body
-        self.location = jnp.asarray(location, dtype=float)
+        self.location = as_array(location)
         self.coordinate = coordinate
-        self.range = jnp.asarray(range, dtype=float)
+        self.range = as_array(range)
         self.name = name
 
     def evaluate(self, q, nq):
@@ -114,8 +114,8 @@ class MovingPathPoint(eqx.Module):
     def __init__(self, body, coordinates, knots, values, name: str = ""):
         self.body = body
         self.coordinates = tuple(coordinates)
-        self.knots = jnp.asarray(knots, dtype=float)
-        self.values = jnp.asarray(values, dtype=float)
+        self.knots = as_array(knots)
+        self.values = as_array(values)
         self.name = name
 
     def evaluate(self, q, nq):
@@ -154,16 +154,16 @@ class OsimMovingPathPoint(MovingPathPoint):
         self.functions = tuple(functions)
         self.sources = tuple(int(c) for c in sources)
         self.joint_map = joint_map
-        self.rotation = jnp.asarray(rotation, dtype=float)
-        self.offset = jnp.asarray(offset, dtype=float)
+        self.rotation = as_array(rotation)
+        self.offset = as_array(offset)
         # the model coordinates (indices in q) the point reads directly
         self.coordinates = tuple(
             joint_map.independent.index(c)
             for c in sorted({int(c) for c in sources if c >= 0})
             if c in joint_map.independent
         )
-        self.knots = jnp.zeros((3, 0))
-        self.values = jnp.zeros((3, 0))
+        self.knots = as_array(np.zeros((3, 0)))
+        self.values = as_array(np.zeros((3, 0)))
         self.name = name
 
     def location(self, q: Float[Array, " nq"]) -> Float[Array, " 3"]:
@@ -198,13 +198,13 @@ class OsimConditionalPathPoint(MovingPathPoint):
 
     def __init__(self, body, point, source, range, joint_map, name: str = ""):  # noqa: A002
         self.body = body
-        self.point = jnp.asarray(point, dtype=float)
+        self.point = as_array(point)
         self.source = int(source)
         self.range = jnp.asarray(range, dtype=float)
         self.joint_map = joint_map
         self.coordinates = ()
-        self.knots = jnp.zeros((3, 0))
-        self.values = jnp.zeros((3, 0))
+        self.knots = as_array(np.zeros((3, 0)))
+        self.values = as_array(np.zeros((3, 0)))
         self.name = name
 
     def evaluate(self, q, nq):
@@ -253,9 +253,9 @@ class FunctionPathPoint(MovingPathPoint):
         self.coordinates = tuple(coordinates)
         self.functions = tuple(functions)
         r = np.tile([-np.inf, np.inf], (3, 1)) if ranges is None else np.asarray(ranges, float)
-        self.ranges = jnp.asarray(r)
-        self.knots = jnp.asarray([[0.0, 1.0]] * 3)
-        self.values = jnp.zeros((3, 2))
+        self.ranges = as_array(r)
+        self.knots = as_array([[0.0, 1.0]] * 3)
+        self.values = as_array(np.zeros((3, 2)))
         self.name = name
 
     def evaluate(self, q, nq):

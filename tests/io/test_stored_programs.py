@@ -1,15 +1,20 @@
-"""Stored compiled programs (jax.export next to the persistent compilation cache): a later call
-with the same structure and shapes runs the stored program without tracing, with the same result
-as ``jax.jit``; anything in the key that changes makes a new program; a damaged file is traced
-again; no persistent cache, no storing."""
+"""Stored compiled programs (serialized executables next to the persistent compilation cache): a
+later call with the same structure and shapes runs the stored program without tracing, with the
+same result as ``jax.jit``, in a new process too; anything in the key that changes makes a new
+program; a damaged file is traced again; no persistent cache, no storing."""
 
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import ROOT
 
 import jaxmb  # noqa: F401  (x64)
 from jaxmb.io import stored_programs as sp
@@ -54,7 +59,7 @@ def test_second_process_runs_the_stored_program_without_tracing(cache_dir):
     TRACES.clear()
     a = run(cache_dir, m, q)
     assert len(TRACES) == 1
-    files = list((cache_dir / "p").glob("energy-*.jaxexport"))
+    files = list((cache_dir / "p").glob("energy-*.xlaexec"))
     assert len(files) == 1
     _new_process()
     b = run(cache_dir, m, q * 2)
@@ -76,7 +81,7 @@ def test_structure_or_shape_change_makes_a_new_program(cache_dir):
     run(cache_dir, m, np.ones((6, 3)))  # another trial length: a new program
     e = run(cache_dir, _Springs(m.k, (0, 1, 2)), q)  # another static field: a new program
     assert len(TRACES) == 3
-    assert len(list((cache_dir / "p").glob("*.jaxexport"))) == 3
+    assert len(list((cache_dir / "p").glob("*.xlaexec"))) == 3
     want = jax.jit(_energy)(_Springs(m.k, (0, 1, 2)), q)
     np.testing.assert_allclose(np.asarray(e[0]), np.asarray(want[0]), rtol=1e-15)
 
@@ -85,7 +90,7 @@ def test_a_damaged_file_is_traced_again(cache_dir):
     m = _Springs(jnp.array([1.0, 2.0]), (1, 0))
     q = np.ones((3, 2))
     run(cache_dir, m, q)
-    (f,) = (cache_dir / "p").glob("*.jaxexport")
+    (f,) = (cache_dir / "p").glob("*.xlaexec")
     f.write_bytes(f.read_bytes()[:100])
     _new_process()
     out = run(cache_dir, m, q)
@@ -130,4 +135,55 @@ def test_models_differing_inside_a_large_static_array_get_their_own_program(cach
     rb = sp.stored_jit(_weighted, _Table(jnp.ones(3), b), q, name="weighted", directory=cache_dir)
     np.testing.assert_array_equal(ra, np.zeros(3))
     np.testing.assert_array_equal(rb, np.ones(3))
-    assert len(list(cache_dir.glob("weighted-*.jaxexport"))) == 2
+    assert len(list(cache_dir.glob("weighted-*.xlaexec"))) == 2
+
+
+
+
+_A = np.array([[4.0, 1.0], [2.0, 3.0]])
+_B = np.array([1.0, 2.0])
+_SCRIPT = f"""
+import sys
+import jax
+import jax.numpy as jnp
+import numpy as np
+import jaxmb  # noqa: F401  (x64)
+from pathlib import Path
+from jaxmb.io.stored_programs import forget_loaded, stored_jit
+
+def solve(A, b):
+    print("traced")
+    return jnp.linalg.solve(A, b) * 2.0
+
+A, b = np.array({_A.tolist()!r}), np.array({_B.tolist()!r})
+cache, programs = sys.argv[1:3]
+jax.config.update("jax_compilation_cache_dir", cache)
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+if sys.argv[3] == "store":  # stored twice: the second compilation is a persistent-cache hit
+    stored_jit(solve, A, b, name="solve", directory=programs)
+    for f in Path(programs).iterdir():
+        f.unlink()
+    forget_loaded()
+print(repr(np.asarray(stored_jit(solve, A, b, name="solve", directory=programs)).tolist()))
+"""
+
+
+def test_a_new_process_runs_a_stored_program_that_calls_lapack(tmp_path):
+    """Two ways a stored program failed in a new process, as the command line met them: (1) an
+    executable the persistent cache handed back (the same program compiled before) serializes
+    without its functions ("Function … not found" when loaded); (2) a loaded executable is not
+    lowered, and lowering is where jax registers the CPU's LAPACK kernels: a linear solve
+    crashed. Stored by one process, run by another that must not trace."""
+    script = tmp_path / "run.py"
+    script.write_text(_SCRIPT)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    runs = [
+        subprocess.run([sys.executable, str(script), str(tmp_path / "xla"), str(tmp_path / "p"),
+                        mode], capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
+        for mode in ("store", "load")
+    ]
+    for r in runs:
+        assert r.returncode == 0, r.stderr[-2000:]
+    assert runs[0].stdout.count("traced") == 2 and "traced" not in runs[1].stdout
+    got = np.array(eval(runs[1].stdout.strip().splitlines()[-1]))
+    np.testing.assert_allclose(got, 2.0 * np.linalg.solve(_A, _B), rtol=1e-15)

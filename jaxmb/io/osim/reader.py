@@ -49,11 +49,12 @@ import warnings
 from pathlib import Path
 
 import equinox as eqx
-import jax.numpy as jnp
+import jax
 import numpy as np
 
 from ...joint_maps import OsimJointMap
 from ...math import AbstractFunction, Constant
+from ...math.functions import as_array
 from ...model import PRISMATIC, REVOLUTE, Body, Model, ModelError, build_model
 from .document import JointSpec, OsimDocument
 from .forces import osim_forces
@@ -246,7 +247,8 @@ def read_osim(
         for a in j.axes:
             C, t = T[:3, :3], T[:3, 3]
             if a.function.is_constant:
-                v = float(a.function(jnp.zeros(())))
+                # evaluated in numpy (its arrays as numpy): an eager JAX call compiles each time
+                v = float(jax.tree_util.tree_map(np.asarray, a.function)(np.zeros(())))
                 X = (
                     homogeneous(axis_rotation(a.axis, v))
                     if a.kind == "rotation"
@@ -296,7 +298,7 @@ def read_osim(
     jmap = OsimJointMap(
         functions=tuple(funcs),
         coupling_functions=tuple(c[3] for c in coupling_order),
-        coupling_scales=jnp.asarray([c[4] for c in coupling_order], dtype=float),
+        coupling_scales=as_array([c[4] for c in coupling_order]),
         sources=tuple(sources),
         coupled=tuple(cnames.index(c[1]) for c in coupling_order),
         coupling_sources=tuple(_source_index(cnames, c[2]) for c in coupling_order),
@@ -322,7 +324,7 @@ def read_osim(
         raise OsimImportError(P.where(str(e))) from None
     # build_model rejects point masses (mass > 0, zero inertia) which OpenSim allows: it validated
     # placeholders above; the bodies' real inertias (checked in OsimDocument.bodies) go in here.
-    model = eqx.tree_at(lambda m: m.inertia, model, jnp.asarray(np.stack(inertias)))
+    model = eqx.tree_at(lambda m: m.inertia, model, as_array(np.stack(inertias), None))
     loop_dependent: dict[str, str] = {}
     if frames:
         model, loop_dependent = closed_loops(

@@ -8,10 +8,10 @@ import dataclasses
 import math
 from pathlib import Path
 
-import jax.numpy as jnp
 import numpy as np
 
 from ...analyses import GROUND, ExternalLoad, Frame, MuscleCapacity, millard_curves
+from ...math.functions import as_array
 from ..osim import OsimImport
 from .xml import SetupError, SetupXml
 
@@ -173,7 +173,7 @@ def muscle_capacity(imp: OsimImport, names) -> tuple[MuscleCapacity, np.ndarray,
         fl_params.append(curve("ActiveForceLengthCurve"))
         fv_params.append(curve("ForceVelocityCurve"))
     R = np.asarray(rows, dtype=float).reshape(len(names), 10)
-    cols = [jnp.asarray(R[:, i]) for i in range(10)]
+    cols = [as_array(R[:, i]) for i in range(10)]
     mill = millard_curves(fl_params, fv_params) if any(kinds) else None
     cap = MuscleCapacity(*cols, millard=mill, model=tuple(kinds))
     return cap, np.asarray(lo), np.asarray(hi)
@@ -191,7 +191,7 @@ def _frame(imp: OsimImport, body: str, where: str) -> Frame:
 def actuator_loads(spec: ActuatorSpec, imp: OsimImport) -> tuple[ExternalLoad, ...]:
     """A point or torque actuator at unit control as loads (force/torque = optimal_force ×
     direction), one frame of data; the torque actuator's reaction on bodyB included."""
-    one = lambda v: jnp.asarray(np.asarray(v, dtype=float)[None, :] * spec.optimal_force)  # noqa
+    one = lambda v: as_array(np.asarray(v, dtype=float)[None, :] * spec.optimal_force)  # noqa
     if spec.kind == "PointActuator":
         body = _frame(imp, spec.body, spec.where)
         return (
@@ -200,7 +200,7 @@ def actuator_loads(spec: ActuatorSpec, imp: OsimImport) -> tuple[ExternalLoad, .
                 body_frame=body,
                 force=one(spec.direction),
                 force_frame=GROUND if spec.force_is_global else body,
-                point=jnp.asarray(np.asarray(spec.point, dtype=float)[None, :]),
+                point=as_array(np.asarray(spec.point, dtype=float)[None, :]),
                 point_frame=GROUND if spec.point_is_global else body,
                 torque=None,
                 name=spec.name,

@@ -22,6 +22,7 @@ from ...analyses import (
     trial_inverse_dynamics,
 )
 from ...kinematics import tree_kinematics
+from ...math.functions import as_array
 from ...muscles import lengths_and_moment_arms
 from ..motion import Storage, write_storage
 from ..osim import OsimImport, model_with_muscles, read_osim
@@ -160,10 +161,10 @@ def so_problem(setup: StaticOptimizationSetup, imp: OsimImport):
     prob = SOProblem(
         capacity=cap,
         coord_index=tuple(ci),
-        coord_force=jnp.asarray(cf, dtype=float),
+        coord_force=as_array(cf),
         body_loads=tuple(bl),
-        lower=jnp.asarray(np.concatenate([lo_m, lo_c, lo_b]), dtype=float),
-        upper=jnp.asarray(np.concatenate([hi_m, hi_c, hi_b]), dtype=float),
+        lower=as_array(np.concatenate([lo_m, lo_c, lo_b])),
+        upper=as_array(np.concatenate([hi_m, hi_c, hi_b])),
         exponent=float(setup.activation_exponent),
         physiology=bool(setup.use_muscle_physiology),
     )
