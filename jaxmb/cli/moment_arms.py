@@ -68,13 +68,13 @@ def _sweep(model, k: int, Q: np.ndarray):
     # chunk is one call of the compiled sweep
     chunk = min(len(Q), 8)
 
-    # lax.map, not vmap: wrapped paths branch (OpenSim's choices, early-exit iterations), and a
-    # vmapped branch runs every side for every pose (see muscles.muscle_lengths)
+    # vmap: unwrapped paths vectorize over poses, wrapped ones run pose by pose inside
+    # (see muscles.geometry)
     def row_and_lengths(q):
         L, R = lengths_and_moment_arms(model, q)
         return R[k], L
 
-    f = jax.jit(lambda Q: jax.lax.map(row_and_lengths, Q))
+    f = jax.jit(jax.vmap(row_and_lengths))
     R, L = [], []
     n_chunks = -(-len(Q) // chunk)
     label = f"moment arms of {len(model.muscle_names)} muscles, {len(Q)} poses"

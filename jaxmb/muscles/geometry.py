@@ -8,6 +8,13 @@ is padded to common point and wrap-slot counts and runs ONE kernel
 (:func:`~jaxmb.muscles.path_kernel.path_kernel`) mapped over its muscles (``vmap`` without wrap
 objects, ``lax.map`` with them). The GMLAV gradient is mapped the same way.
 
+Batching over poses: ``jax.jit(jax.vmap(...))`` is the route. Paths without wrap objects vectorize
+over the batch. Wrapped paths keep OpenSim's branches and early-exit loops real by running pose by
+pose inside the batched program (``jax.custom_batching.sequential_vmap``: under a plain vmap every
+branch would run for every pose and every loop until the slowest pose converged); their first and
+second derivatives, forward and reverse mode, come from custom JVP rules that contract the kernel's
+own gradient and Hessian with the tangents.
+
 Moment arms (the seed's closed form). Every straight segment between consecutive active points on
 *different* bodies pulls its first point along the unit vector e and its last point along −e. The
 sum of these per body, in body axes, is the GMLAV ``E_ki`` and its moment ``Ê_ki`` (Definitions
@@ -25,6 +32,8 @@ object's body takes the reaction (−∂L/∂ of its frame origin and axes). A m
 """
 
 from __future__ import annotations
+
+from functools import partial
 
 import equinox as eqx
 import jax
@@ -97,30 +106,154 @@ class _Group(eqx.Module):
     body: tuple = eqx.field(static=True)
     wrap_body: tuple = eqx.field(static=True)
 
-    def lengths_and_paths(self):
-        """Per muscle (length (G,), path), one kernel mapped over the muscles."""
-        return _over_muscles(
-            lambda X, a, s: path_kernel(X, a, s, self.types, self.single),
-            self.slots.R.shape[1],
-            self.X,
-            self.active,
-            self.slots,
+    @property
+    def wrapped(self) -> bool:
+        return self.slots.R.shape[1] > 0
+
+    def lengths(self):
+        """Path lengths (G,) m of the group's muscles at this pose."""
+        if self.wrapped:
+            return _wrapped_lengths(self.types, self.single, self.X, self.active, self.slots)
+        return jax.vmap(partial(_path_length, self.types, self.single))(
+            self.X, self.active, self.slots
         )
 
+    def pulls(self):
+        """Path lengths (G,) m and their gradients with respect to the points' ground positions
+        (G, N, 3), the wrap frames' axes (G, W, 3, 3) and origins (G, W, 3)."""
+        if self.wrapped:
+            L, (gX, gR, gp, _) = _wrapped_pulls(
+                self.types, self.single, self.X, self.active, self.slots
+            )
+            return L, gX, gR, gp
+        L, gX = jax.vmap(jax.value_and_grad(partial(_path_length, self.types, self.single)))(
+            self.X, self.active, self.slots
+        )
+        return L, gX, self.slots.R, self.slots.p
 
-def _over_muscles(f, nw, *args):
-    """``f`` over the leading (muscle) axis of ``args``: ``vmap`` without wrap objects; with them
-    ``lax.map``, so that each muscle's wrap type is a real ``lax.switch`` branch and the skipped
-    passes and non-candidate segments are not computed (under ``vmap`` every branch would run for
-    every muscle: 28 ellipsoid evaluations per arm26 pose instead of 2)."""
-    if nw == 0:
-        return jax.vmap(f)(*args)
-    return jax.lax.map(lambda a: f(*a), args)
+
+# ------------------------------------------------------------------- the wrapped-path kernels
+# A wrapped path is OpenSim's branchy algorithm: the segment choice, the multi-object passes and
+# the wrap shapes' early-exit iterations. For one pose these are real branches and loops (a
+# lax.map over the muscles, each muscle's shapes a lax.switch). Under jax.vmap over poses every
+# branch would run for every pose and every loop until its slowest pose converges (arm26: about
+# 1 s per pose at batch 64, compile 20 min); so a batch of poses runs them pose by pose
+# (jax.custom_batching.sequential_vmap), and their derivatives are supplied by custom JVP rules
+# that contract the kernel's own gradient and Hessian with the input tangents (linear in the
+# tangents, so reverse mode passes, which it cannot through sequential_vmap itself).
+
+
+def _path_length(types, single, X, active, slots, R=None, p=None, size=None):
+    """One muscle's path length (m) at one pose; ``R``, ``p``, ``size`` replace the slots' wrap
+    frames and sizes (the arguments the derivatives are taken with respect to)."""
+    if R is not None:
+        slots = eqx.tree_at(lambda s: (s.R, s.p, s.size), slots, (R, p, size))
+    return path_kernel(X, active, slots, types, single)[0]
+
+
+def _per_muscle_lengths(types, single, X, active, slots):
+    return jax.lax.map(lambda a: _path_length(types, single, *a), (X, active, slots))
+
+
+def _per_muscle_pulls(types, single, X, active, slots):
+    """(L (G,), (∂L/∂X (G, N, 3), ∂L/∂R (G, W, 3, 3), ∂L/∂p (G, W, 3), ∂L/∂size (G, W, 3)))."""
+
+    def one(a):
+        X, active, s = a
+        f = lambda X, R, p, size: _path_length(types, single, X, active, s, R, p, size)  # noqa: E731
+        return jax.value_and_grad(f, argnums=(0, 1, 2, 3))(X, s.R, s.p, s.size)
+
+    return jax.lax.map(one, (X, active, slots))
+
+
+def _flat_inputs(X, slots):
+    """The differentiable kernel inputs of each muscle as one vector (G, 3N + 15W)."""
+    G = X.shape[0]
+    return jnp.concatenate(
+        [X.reshape(G, -1), slots.R.reshape(G, -1), slots.p.reshape(G, -1), slots.size.reshape(G, -1)],
+        axis=1,
+    )
+
+
+def _unflatten(z, X, slots):
+    G, N, W = X.shape[0], X.shape[1], slots.R.shape[1]
+    i = np.cumsum([0, 3 * N, 9 * W, 3 * W, 3 * W])
+    return (
+        z[:, i[0] : i[1]].reshape(G, N, 3),
+        z[:, i[1] : i[2]].reshape(G, W, 3, 3),
+        z[:, i[2] : i[3]].reshape(G, W, 3),
+        z[:, i[3] : i[4]].reshape(G, W, 3),
+    )
+
+
+def _per_muscle_hessians(types, single, X, active, slots):
+    """(L (G,), ∇L (G, n), ∇²L (G, n, n)) over the flat inputs of :func:`_flat_inputs`."""
+    z = _flat_inputs(X, slots)
+
+    def one(a):
+        z, X, active, s = a
+
+        def f(z):
+            x, R, p, size = (v[0] for v in _unflatten(z[None], X[None], _lead(s)))
+            return _path_length(types, single, x, active, s, R, p, size)
+
+        L, g = jax.value_and_grad(f)(z)
+        return L, g, jax.hessian(f)(z)
+
+    return jax.lax.map(one, (z, X, active, slots))
+
+
+def _lead(slots):
+    return jax.tree_util.tree_map(lambda x: x[None], slots)
+
+
+def _contract(grads, tangents):
+    return sum(jnp.sum((g * t).reshape(g.shape[0], -1), axis=1) for g, t in zip(grads, tangents))
+
+
+@partial(jax.custom_jvp, nondiff_argnums=(0, 1))
+def _wrapped_lengths(types, single, X, active, slots):
+    """Lengths (G,) of a wrapped group at one pose (pose by pose under vmap)."""
+    f = jax.custom_batching.sequential_vmap(partial(_per_muscle_lengths, types, single))
+    return f(X, active, slots)
+
+
+@_wrapped_lengths.defjvp
+def _wrapped_lengths_jvp(types, single, primals, tangents):
+    X, active, slots = primals
+    dX, _, ds = tangents
+    f = jax.custom_batching.sequential_vmap(partial(_per_muscle_pulls, types, single))
+    L, grads = f(X, active, slots)
+    return L, _contract(grads, (dX, ds.R, ds.p, ds.size))
+
+
+@partial(jax.custom_jvp, nondiff_argnums=(0, 1))
+def _wrapped_pulls(types, single, X, active, slots):
+    """(L, (∂L/∂X, ∂L/∂R, ∂L/∂p, ∂L/∂size)) of a wrapped group at one pose (see
+    :func:`_per_muscle_pulls`; pose by pose under vmap)."""
+    f = jax.custom_batching.sequential_vmap(partial(_per_muscle_pulls, types, single))
+    return f(X, active, slots)
+
+
+@_wrapped_pulls.defjvp
+def _wrapped_pulls_jvp(types, single, primals, tangents):
+    # second derivatives of the path length (moment arms differentiated): the Hessian, formed
+    # from the primals and contracted with the tangents
+    X, active, slots = primals
+    dX, _, ds = tangents
+    f = jax.custom_batching.sequential_vmap(partial(_per_muscle_hessians, types, single))
+    L, g, H = f(X, active, slots)
+    dz = _flat_inputs(dX, ds)
+    grads = _unflatten(g, X, slots)
+    return (L, grads), (jnp.sum(g * dz, axis=1), _unflatten(jnp.einsum("gij,gj->gi", H, dz), X, slots))
 
 
 def _groups(model: Model, A_ext, q) -> list[_Group]:
     """The muscles split by wrap count (none; one, OpenSim's single-object case; several), each
-    group padded for one vmapped kernel; the compiled program does not grow with the muscles."""
+    group padded for one mapped kernel; the compiled program does not grow with the muscles.
+    (One group for both wrapped cases, the single-object case behind a traced flag, compiled and
+    ran slower on arm26, measured in turn at load 3.6–5.2: compile 165 s and 25 ms per pose at
+    batch 64, against 111 s and 9.9 ms.)"""
     ms = _muscle_set(model)
     nb, nq = model.nb, model.nq
     cats: dict[int, list[int]] = {}
@@ -169,17 +302,16 @@ def _groups(model: Model, A_ext, q) -> list[_Group]:
 def muscle_lengths(model: Model, q: Float[Array, " nq"]) -> Float[Array, " nm"]:
     """Musculotendon path lengths L(q) (m), shape (nm,), as OpenSim 4.6 computes them.
 
-    Batching over poses: wrapped paths branch (OpenSim's segment choice, its multi-object passes,
-    early-exit iterations), and under ``jax.vmap`` every branch runs for every pose. On a CPU map
-    over poses with ``jax.lax.map`` instead (arm26's moment arms: 3.5 ms per pose with lax.map,
-    102 ms with vmap; ``benchmarks/moment_arms.py``); paths without wrap objects vmap well.
+    Batch over poses with ``jax.jit(jax.vmap(...))``: wrapped paths (OpenSim's segment choice, its
+    multi-object passes, early-exit iterations) then run pose by pose inside the program, paths
+    without wrap objects vectorize (module docstring). Differentiable in forward and reverse mode.
     """
     ms = _muscle_set(model)
     k = kinematics(model, q, second_order=False)
     A_ext = _poses_ext(model, k.A)
     L = jnp.zeros(len(ms.muscles), A_ext.dtype)
     for g in _groups(model, A_ext, q):
-        L = L.at[np.asarray(g.index)].set(g.lengths_and_paths()[0])
+        L = L.at[np.asarray(g.index)].set(g.lengths())
     return _nan_unless_finite(q, L)
 
 
@@ -262,20 +394,7 @@ def _gmlav(model: Model, q, kin):
     R_mov = jnp.zeros((nq, len(ms.muscles)), kin.A.dtype)
     L = jnp.zeros(len(ms.muscles), kin.A.dtype)
     for g in _groups(model, A_ext, q):
-
-        def length(X, R, p, active, slots, g=g):
-            slots = eqx.tree_at(lambda s: (s.R, s.p), slots, (R, p))
-            return path_kernel(X, active, slots, g.types, g.single)[0]
-
-        Lg, (gX, gR, gp) = _over_muscles(
-            jax.value_and_grad(length, argnums=(0, 1, 2)),
-            g.slots.R.shape[1],
-            g.X,
-            g.slots.R,
-            g.slots.p,
-            g.active,
-            g.slots,
-        )
+        Lg, gX, gR, gp = g.pulls()
         m = np.asarray(g.index)
         L = L.at[m].set(Lg)
         slot = np.asarray(g.body)
@@ -303,8 +422,7 @@ def moment_arms(
     ``method="dense"``: Eq. 193, ``R = Σ_i γ_i E_iᵀ + Jᵀ ϑ β_i Ê_iᵀ`` over all bodies.
     ``method="sparse"``: Eq. 195, column k summed over the bodies of its attachment sequence Γ_k.
     Both add the moving-path-point term. ``R = −∂L/∂q``; ``R F`` is the generalized muscle force.
-    Over many poses of wrapped paths prefer ``jax.lax.map`` to ``jax.vmap`` on a CPU (see
-    :func:`muscle_lengths`).
+    Batch over poses with ``jax.vmap`` (see :func:`muscle_lengths`).
     """
     return lengths_and_moment_arms(model, q, method)[1]
 

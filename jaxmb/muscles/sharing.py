@@ -172,9 +172,9 @@ def share_forces(
     @jax.jit
     def solve(q, qd, tau, lengths, arms):
         if lengths is None:
-            # the paths frame by frame (lax.map: wrapped paths branch, and vmap would run every
-            # branch for every frame), the QPs vectorized over frames
-            M, b, Fa, Fp, R = jax.lax.map(lambda x: sharing_problem(model, *x), (q, qd, tau))
+            # vectorized over frames (wrapped paths run frame by frame inside, see
+            # muscles.geometry), and so are the QPs
+            M, b, Fa, Fp, R = jax.vmap(lambda *x: sharing_problem(model, *x))(q, qd, tau)
         else:
             M, b, Fa, Fp, R = jax.vmap(
                 lambda q1, qd1, tau1, L1, R1: sharing_problem(model, q1, qd1, tau1, L1, R1)

@@ -173,6 +173,17 @@ def _wrap_case(seed, kind, quadrant="all"):
     return model, q, float(jnp.linalg.norm(S - P))
 
 
+def _reference_lengths(model):
+    """The length of muscle 0 through the test-only unrolled path (an independent route to the
+    kernel and its custom derivative rules), (1,) m."""
+
+    def lengths(x):
+        mus, X, active, frames = path_inputs(model, x, 0)
+        return wrapped_path_unrolled(mus, X, active, frames)[0][None]
+
+    return lengths
+
+
 # quadrant-constrained wraps compile a longer path each, and OpenSim's ellipsoid algorithm about
 # 2 min of CPU; the default suite keeps the free cylinder and sphere (ellipsoid moment arms are
 # checked by default against OpenSim on arm26's BIClong, tests/test_arm26_opensim.py)
@@ -194,7 +205,9 @@ def test_wrapped_moment_arms_equal_minus_dL_dq(kind, quadrant, seed):
     # at the pose and at nearby poses (wrap on or off), one compiled batch
     qs = jnp.stack([q, q + 0.05, q - 0.1])
     R = jax.jit(jax.vmap(lambda x: mu.moment_arms(model, x)))(qs)
-    R_ad = jax.jit(jax.vmap(lambda x: -jax.jacfwd(lambda y: mu.muscle_lengths(model, y))(x).T))(qs)
+    # −∂L/∂q by forward mode through the test-only unrolled path (muscle_lengths' own derivative
+    # is a custom rule built on the kernel's gradient, the same pull the closed form uses)
+    R_ad = jax.jit(jax.vmap(lambda x: -jax.jacfwd(_reference_lengths(model))(x).T))(qs)
     assert _rel_err(R, R_ad) < TOL
 
 
@@ -212,6 +225,50 @@ def test_lengths_and_moment_arms_from_one_pass():
         L, R, L_ref, R_ref = both(x)
         np.testing.assert_allclose(L, L_ref, rtol=1e-15, atol=0)
         np.testing.assert_allclose(R, R_ref, rtol=1e-15, atol=0)
+
+
+@pytest.mark.slow  # five compiled programs of a wrapped path (about 40 s)
+def test_wrapped_paths_batch_pose_by_pose_with_exact_derivatives():
+    """Wrapped paths under jax.vmap run pose by pose (their branches and early-exit loops stay
+    real), with derivatives from custom rules (the kernel's gradient and Hessian contracted with
+    the tangents). Against the per-pose evaluation (equal to rounding, 1e-15) and against an
+    independent route: forward-mode autodiff through the test-only unrolled path
+    (tests/reference/muscle_paths.py) and the kinematics; the moment arms and −∂L/∂q in forward
+    and reverse mode (1e-10 relative; second derivatives and the per-pose program: slow test)."""
+    model, q, _ = _wrap_case(7, "cylinder")
+    qs = jnp.stack([q, q + 0.05, q - 0.1, q + 0.02])
+    reference_lengths = _reference_lengths(model)
+    L, R = jax.jit(jax.vmap(lambda x: mu.lengths_and_moment_arms(model, x)))(qs)
+    L_ref, R_ref = jax.jit(
+        jax.vmap(lambda x: (reference_lengths(x), -jax.jacfwd(reference_lengths)(x).T))
+    )(qs)
+    assert np.abs(np.asarray(L - L_ref)).max() < 1e-12
+    assert _rel_err(R, R_ref) < TOL
+    # reverse mode through the lengths' rule
+    R_rev = jax.jit(jax.vmap(lambda x: -jax.jacrev(lambda y: mu.muscle_lengths(model, y))(x).T))(qs)
+    assert _rel_err(R_rev, R_ref) < TOL
+
+
+@pytest.mark.slow  # compiles the kernel's Hessian and the reference's second derivatives (minutes)
+def test_wrapped_moment_arms_differentiate_forward_and_reverse():
+    """The moment arms of a wrapped path differentiated (the Hessian rule), forward and reverse
+    mode, under vmap, against forward-over-forward autodiff of the unrolled reference path
+    (1e-10 relative); the batched lengths and moment arms equal the per-pose program's (1e-15)."""
+    model, q, _ = _wrap_case(7, "cylinder")
+    qs = jnp.stack([q, q + 0.05, q - 0.1])
+    reference_lengths = _reference_lengths(model)
+    L, R = jax.jit(jax.vmap(lambda x: mu.lengths_and_moment_arms(model, x)))(qs)
+    one = jax.jit(lambda x: mu.lengths_and_moment_arms(model, x))
+    for k in range(len(qs)):  # pose by pose under vmap: the per-pose program's numbers
+        Lk, Rk = one(qs[k])
+        np.testing.assert_allclose(L[k], Lk, rtol=1e-15, atol=0)
+        np.testing.assert_allclose(R[k], Rk, rtol=1e-15, atol=0)
+    dR_fwd = jax.jit(jax.vmap(jax.jacfwd(lambda x: mu.moment_arms(model, x))))(qs)
+    dR_rev = jax.jit(jax.vmap(jax.jacrev(lambda x: mu.moment_arms(model, x))))(qs)
+    dR_ref = jax.jit(jax.vmap(jax.jacfwd(lambda x: -jax.jacfwd(reference_lengths)(x).T)))(qs)
+    assert float(jnp.abs(dR_ref).max()) > 1e-3  # the wrap curves the length
+    assert _rel_err(dR_fwd, dR_ref) < TOL
+    assert _rel_err(dR_rev, dR_ref) < TOL
 
 
 def test_cylinder_wrap_is_the_unrolled_geodesic():
