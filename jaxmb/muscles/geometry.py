@@ -170,7 +170,12 @@ def _flat_inputs(X, slots):
     """The differentiable kernel inputs of each muscle as one vector (G, 3N + 15W)."""
     G = X.shape[0]
     return jnp.concatenate(
-        [X.reshape(G, -1), slots.R.reshape(G, -1), slots.p.reshape(G, -1), slots.size.reshape(G, -1)],
+        [
+            X.reshape(G, -1),
+            slots.R.reshape(G, -1),
+            slots.p.reshape(G, -1),
+            slots.size.reshape(G, -1),
+        ],
         axis=1,
     )
 
@@ -208,22 +213,29 @@ def _lead(slots):
 
 
 def _contract(grads, tangents):
-    return sum(jnp.sum((g * t).reshape(g.shape[0], -1), axis=1) for g, t in zip(grads, tangents))
+    """Σ ∂L/∂x · dx per muscle, (G,)."""
+    return sum(
+        jnp.sum((g * t).reshape(g.shape[0], -1), axis=1)
+        for g, t in zip(grads, tangents, strict=True)
+    )
+
+
+def _pose_by_pose(kernel, types, single):
+    """``kernel(types, single, X, active, slots)`` of one pose, run pose by pose under vmap."""
+    return jax.custom_batching.sequential_vmap(partial(kernel, types, single))
 
 
 @partial(jax.custom_jvp, nondiff_argnums=(0, 1))
 def _wrapped_lengths(types, single, X, active, slots):
     """Lengths (G,) of a wrapped group at one pose (pose by pose under vmap)."""
-    f = jax.custom_batching.sequential_vmap(partial(_per_muscle_lengths, types, single))
-    return f(X, active, slots)
+    return _pose_by_pose(_per_muscle_lengths, types, single)(X, active, slots)
 
 
 @_wrapped_lengths.defjvp
 def _wrapped_lengths_jvp(types, single, primals, tangents):
     X, active, slots = primals
     dX, _, ds = tangents
-    f = jax.custom_batching.sequential_vmap(partial(_per_muscle_pulls, types, single))
-    L, grads = f(X, active, slots)
+    L, grads = _pose_by_pose(_per_muscle_pulls, types, single)(X, active, slots)
     return L, _contract(grads, (dX, ds.R, ds.p, ds.size))
 
 
@@ -231,8 +243,7 @@ def _wrapped_lengths_jvp(types, single, primals, tangents):
 def _wrapped_pulls(types, single, X, active, slots):
     """(L, (∂L/∂X, ∂L/∂R, ∂L/∂p, ∂L/∂size)) of a wrapped group at one pose (see
     :func:`_per_muscle_pulls`; pose by pose under vmap)."""
-    f = jax.custom_batching.sequential_vmap(partial(_per_muscle_pulls, types, single))
-    return f(X, active, slots)
+    return _pose_by_pose(_per_muscle_pulls, types, single)(X, active, slots)
 
 
 @_wrapped_pulls.defjvp
@@ -241,11 +252,10 @@ def _wrapped_pulls_jvp(types, single, primals, tangents):
     # from the primals and contracted with the tangents
     X, active, slots = primals
     dX, _, ds = tangents
-    f = jax.custom_batching.sequential_vmap(partial(_per_muscle_hessians, types, single))
-    L, g, H = f(X, active, slots)
+    L, g, H = _pose_by_pose(_per_muscle_hessians, types, single)(X, active, slots)
     dz = _flat_inputs(dX, ds)
-    grads = _unflatten(g, X, slots)
-    return (L, grads), (jnp.sum(g * dz, axis=1), _unflatten(jnp.einsum("gij,gj->gi", H, dz), X, slots))
+    dgrads = _unflatten(jnp.einsum("gij,gj->gi", H, dz), X, slots)
+    return (L, _unflatten(g, X, slots)), (jnp.sum(g * dz, axis=1), dgrads)
 
 
 def _groups(model: Model, A_ext, q) -> list[_Group]:

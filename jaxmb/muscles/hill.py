@@ -40,7 +40,7 @@ from jaxtyping import Array, Float
 
 from ..dynamics import forward_dynamics
 from ..model import Model
-from .geometry import moment_arms, muscle_lengths
+from .geometry import lengths_and_moment_arms
 from .paths import MuscleParameters
 
 __all__ = [
@@ -282,8 +282,7 @@ def musculoskeletal_rhs(
 
     def rhs(t, y, args=None):
         q, qd, a = y[:nq], y[nq : 2 * nq], y[2 * nq : 2 * nq + nm]
-        R = moment_arms(model, q)
-        lmt = muscle_lengths(model, q)
+        lmt, R = lengths_and_moment_arms(model, q)  # one evaluation of the paths
         if tendon == "rigid":
             F = rigid_tendon_force(p, a, lmt, -R.T @ qd)
             dlm = None
