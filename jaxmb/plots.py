@@ -297,8 +297,7 @@ def plot_muscle_forces(t, forces, names=None, *, infeasible=(), ax=None, path=No
 
     Args:
         t: (nt,) s. forces: (nt, nm) N. names: the nm muscle names (legend; default
-            "muscle 1" … "muscle nm". It was the shoulder model's names, which made this module
-            import the built-in models on every command that draws).
+            "muscle 1" … "muscle nm").
         infeasible: frame indices to mark (grey bands) where the torques could not be produced.
         ax: an axes to draw on (default: a new figure). path: save the figure there (PNG, SVG).
     """

@@ -57,7 +57,7 @@ class PathPoint(eqx.Module):
 
     def __init__(self, body, location, name: str = ""):
         self.body = body
-        self.location = jnp.asarray(location, dtype=float)
+        self.location = as_array(location)
         self.name = name
 
     def evaluate(self, q, nq):
@@ -200,7 +200,7 @@ class OsimConditionalPathPoint(MovingPathPoint):
         self.body = body
         self.point = as_array(point)
         self.source = int(source)
-        self.range = jnp.asarray(range, dtype=float)
+        self.range = as_array(range)
         self.joint_map = joint_map
         self.coordinates = ()
         self.knots = as_array(np.zeros((3, 0)))
