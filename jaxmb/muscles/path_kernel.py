@@ -120,8 +120,8 @@ def apply_wrap(path, w, wrap_line, Rg, pg, start, end, active, owner, n, screen_
     cand = has & (j >= j_start) & (j < j_end) & ~same
     a, b = spos[:-1], spos[1:]
     to_w = jax.vmap(lambda x: Rg.T @ (x - pg))
-    aw = jnp.where(cand[:, None], to_w(a), jnp.asarray(_SAFE_P1))
-    bw = jnp.where(cand[:, None], to_w(b), jnp.asarray(_SAFE_P2))
+    aw = jnp.where(cand[:, None], to_w(a), jnp.asarray(_SAFE_P1, a.dtype))
+    bw = jnp.where(cand[:, None], to_w(b), jnp.asarray(_SAFE_P2, b.dtype))
     # every candidate is wrapped only to choose (codes, lengthening: discrete): without derivatives
     code, r1, r2, wl = _wrap_candidates(
         screen_line or wrap_line, cand, jax.lax.stop_gradient(aw), jax.lax.stop_gradient(bw)

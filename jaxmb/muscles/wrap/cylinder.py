@@ -46,14 +46,14 @@ _DN = np.array([0.0, 0.0, 1.0])  # numpy: importing starts no JAX backend
 
 def _tangent_candidates(p, r):
     """The two tangent points on the cylinder seen from p, in the cross-section plane of p."""
-    pa = jnp.array([0.0, 0.0, 1.0]) * p[2]
+    pa = _DN.astype(p.dtype) * p[2]
     vv = unit(p - pa)
     dist_p = safe_norm(p - pa)
     sin_t = r / jnp.where(dist_p > 0, dist_p, 1.0)
     d = r * sin_t
     pp = pa + d * vv
     h = sqrt0(r * r - d * d)
-    uu = jnp.cross(_DN, vv)
+    uu = jnp.cross(_DN.astype(vv.dtype), vv)
     return pp + h * uu, pp - h * uu, pa, dist_p
 
 
@@ -65,17 +65,17 @@ def _spiral(r1, r2, radius, long_wrap):
     2π + |theta| around the axis (one extra turn's worth of length), and the helix is swept about
     the axis itself, not about uu × vv.
     """
-    r1a = jnp.array([0.0, 0.0, 1.0]) * r1[2]
-    r2a = jnp.array([0.0, 0.0, 1.0]) * r2[2]
+    r1a = _DN.astype(r1.dtype) * r1[2]
+    r2a = _DN.astype(r2.dtype) * r2[2]
     axial = r2a - r1a
     uu = (r1 - r1a) / radius
     vv = (r2 - r2a) / radius
-    sin_t, cos_t = jnp.dot(jnp.cross(uu, vv), _DN), jnp.dot(uu, vv)
+    sin_t, cos_t = jnp.dot(jnp.cross(uu, vv), _DN.astype(uu.dtype)), jnp.dot(uu, vv)
     ok = sin_t * sin_t + cos_t * cos_t > 0
     theta = jnp.arctan2(jnp.where(ok, sin_t, 0.0), jnp.where(ok, cos_t, 1.0))
     theta = jnp.where(long_wrap, 2.0 * jnp.pi - theta, theta)
     length = sqrt0((radius * theta) ** 2 + jnp.dot(axial, axial))
-    return r1a, axial, uu, _DN, theta, length
+    return r1a, axial, uu, _DN.astype(uu.dtype), theta, length
 
 
 def _spiral_point(r1a, axial, uu, ax, sense, t, theta, radius):
@@ -84,11 +84,11 @@ def _spiral_point(r1a, axial, uu, ax, sense, t, theta, radius):
 
 def _adjust_tangent(pt, r, w):
     """WrapCylinder::_adjust_tangent_point: (new r, adjusted?)."""
-    alpha = acos(jnp.dot(unit(r - pt), _DN))
-    omega = acos(jnp.dot(unit(w - r), _DN))
+    alpha = acos(jnp.dot(unit(r - pt), _DN.astype(r.dtype)))
+    omega = acos(jnp.dot(unit(w - r), _DN.astype(r.dtype)))
     adjust = jnp.abs(alpha - omega) > _TANGENCY
-    pa = closest_on_line(pt, r, _DN)
-    wa = closest_on_line(w, r, _DN)
+    pa = closest_on_line(pt, r, _DN.astype(r.dtype))
+    wa = closest_on_line(w, r, _DN.astype(r.dtype))
     _, _, on_axis_line, _, _ = intersect_lines(pt, w, pa, wa)
     return jnp.where(adjust, r + 1.5 * (on_axis_line - r), r), adjust
 
@@ -107,7 +107,7 @@ def _slide_iterate(p1, p2, r1, r2, radius, long_wrap):
         w1 = _spiral_point(r1a_, axial, uu, ax_, sense, tt, theta, radius)
         b1, adj1 = _adjust_tangent(p1, a1, w1)
         # OpenSim 4.6 samples r2's helix point from the r1 it has just slid (axially)
-        w2 = _spiral_point(_DN * b1[2], axial, uu, ax_, sense, 1.0 - tt, theta, radius)
+        w2 = _spiral_point(_DN.astype(b1.dtype) * b1[2], axial, uu, ax_, sense, 1.0 - tt, theta, radius)
         b2, adj2 = _adjust_tangent(p2, a2, w2)
         go = (n >= 2) & (adj1 | adj2)
         return jnp.where(go, b1, a1), jnp.where(go, b2, a2), go, k + 1
@@ -136,8 +136,8 @@ def cylinder_wrap_line(p1, p2, radius, length, quadrant, single=True):
     inside = (jnp.sum(p1[:2] ** 2) < r2_) | (jnp.sum(p2[:2] ** 2) < r2_)
     half = 0.5 * length
     start_z = jnp.where(jnp.isfinite(half), -half, 0.0)
-    cyl_start = jnp.array([0.0, 0.0, 1.0]) * start_z
-    near12, t12, near00, _, ok = intersect_lines(p1, p2, cyl_start, cyl_start + _DN)
+    cyl_start = _DN.astype(p1.dtype) * start_z
+    near12, t12, near00, _, ok = intersect_lines(p1, p2, cyl_start, cyl_start + _DN.astype(p1.dtype))
     crosses = ok & (jnp.sum((near12 - near00) ** 2) < r2_) & (t12 > 0.0) & (t12 < 1.0)
 
     r1a, r1b, p11, d1 = _tangent_candidates(p1, r)
@@ -152,7 +152,7 @@ def cylinder_wrap_line(p1, p2, radius, length, quadrant, single=True):
         # a traced quadrant may be "all" (sign 0): both results are computed, one is selected
         code_all, r1_all, r2_all = code, r1, r2
         ax, sg = quadrant
-        every = sg == 0.0
+        every = jnp.asarray(sg == 0.0)
         sg = jnp.where(every, 1.0, sg)
         s1, s2 = dsign(p1[ax]), dsign(p2[ax])
         either = (s1 == sg) | (s2 == sg)
@@ -191,18 +191,18 @@ def cylinder_wrap_line(p1, p2, radius, length, quadrant, single=True):
     # apex of the wrap: on the cylinder, in the plane of p1, p2 and the axis point below mpt
     t = d1 / (d1 + d2)
     mpt = p1 + t * (p2 - p1)
-    axispt = jnp.array([0.0, 0.0, 1.0]) * mpt[2]
+    axispt = _DN.astype(mpt.dtype) * mpt[2]
     pn = unit(jnp.cross(unit(p1 - axispt), unit(p2 - axispt)))
-    apex1 = axispt + r * unit(jnp.cross(_DN, pn))
-    apex2 = axispt + r * unit(jnp.cross(pn, _DN))
+    apex1 = axispt + r * unit(jnp.cross(_DN.astype(pn.dtype), pn))
+    apex2 = axispt + r * unit(jnp.cross(pn, _DN.astype(pn.dtype)))
     closer1 = jnp.sum((mpt - apex1) ** 2) < jnp.sum((mpt - apex2) ** 2)
     apex = jnp.where(closer1 != far_side, apex1, apex2)
 
     # slide r1, r2 along the cylinder's generators to the plane (p1, p2, apex)
     pn = unit(jnp.cross(unit(p1 - apex), unit(p2 - apex)))
     d = -jnp.dot(p1, pn)
-    r1p, hit1 = segment_plane(r1 - 10.0 * _DN, r1 + 10.0 * _DN, pn, d)
-    r2p, hit2 = segment_plane(r2 - 10.0 * _DN, r2 + 10.0 * _DN, pn, d)
+    r1p, hit1 = segment_plane(r1 - 10.0 * _DN.astype(r1.dtype), r1 + 10.0 * _DN.astype(r1.dtype), pn, d)
+    r2p, hit2 = segment_plane(r2 - 10.0 * _DN.astype(r2.dtype), r2 + 10.0 * _DN.astype(r2.dtype), pn, d)
     # (OpenSim passes p22 / p11 as the line *direction* here; both lie on the z axis)
     z1, z2 = p11[2], p22[2]
     c1p = closest_on_line(r1p, p11, p22)[2]

@@ -200,7 +200,7 @@ def _lm_tangent(r, p, a, vs, vs4):
         J = jnp.concatenate(
             [
                 jnp.stack([vs, 2.0 * r / a2, 2.0 * (2.0 * r) / a2, 2.0 * p / a2], axis=1),
-                jnp.array([[0.0, 0.0, 1.0, 1.0]]),
+                jnp.array([[0.0, 0.0, 1.0, 1.0]], vs.dtype),
             ]
         )  # dedth[parameter][equation]
         p1r1, p1m = unit(p - r), unit(p)
@@ -218,7 +218,7 @@ def _lm_tangent(r, p, a, vs, vs4):
             _, new = res(r, d1)
             return r, d1, new, ssq, alpha * 4.0, vt, n2 + 1
 
-        s = (r, d1, ssq, ssqo, alpha, jnp.zeros(4), 0)
+        s = (r, d1, ssq, ssqo, alpha, jnp.zeros(4, r.dtype), 0)
         r, d1, ssq, ssqo, alpha, vt, _ = jax.lax.while_loop(
             lambda s: (s[2] >= s[3]) & (s[6] < _LM_MAXIT2), damp_body, s
         )
@@ -376,8 +376,8 @@ def _ellipsoid_wrap(p1, p2, dims, axis, sign):
     code, inside, wraps = _ellipsoid_code(P1, P2, a)
     # the construction below runs on a stand-in segment that wraps where this one does not, so
     # that no NaN from the branches not taken reaches jax.grad
-    P1 = jnp.where(wraps, P1, a * jnp.array([1.5, 0.2, 0.1]))
-    P2 = jnp.where(wraps, P2, a * jnp.array([-1.5, 0.3, -0.1]))
+    P1 = jnp.where(wraps, P1, a * jnp.array([1.5, 0.2, 0.1], a.dtype))
+    P2 = jnp.where(wraps, P2, a * jnp.array([-1.5, 0.3, -0.1], a.dtype))
     p1e, p2e, _, l1, l2 = _ellipsoid_crossing(P1, P2, a)
     p1p2 = P1 - P2
     r1 = P2 + l1 * p1p2

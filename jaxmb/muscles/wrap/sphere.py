@@ -73,7 +73,7 @@ def sphere_wrap_line(p1, p2, radius, quadrant):
         # a traced quadrant may be "all" (sign 0): both results are computed, one is selected
         code_all, r1_all, r2_all = code, r1, r2
         ax, sg = quadrant
-        every = sg == 0.0
+        every = jnp.asarray(sg == 0.0)
         sg = jnp.where(every, 1.0, sg)
         s1, s2 = dsign(p1[ax]), dsign(p2[ax])
         either = (s1 == sg) | (s2 == sg)

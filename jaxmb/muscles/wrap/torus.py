@@ -230,14 +230,14 @@ def torus_wrap_line(p1, p2, inner_radius, outer_radius, quadrant=None, single=Tr
     found = jnp.asarray(True)
     if quadrant is not None:
         ax, sg = quadrant
-        every = sg == 0.0  # "all" (traced quadrants)
+        every = jnp.asarray(sg == 0.0)  # "all" (traced quadrants)
         on1, on2 = dsign(a1[ax]) == sg, dsign(a2[ax]) == sg
         pick2 = jnp.where(every, pick2, jnp.where(on1 & on2, pick2, ~on1))
         found = every | on1 | on2
     a = jnp.where(pick2, a2, a1)
-    c = outer_radius * jnp.array([a[0], a[1], 0.0]) / safe_norm(a[:2])
+    c = outer_radius * jnp.stack([a[0], a[1], jnp.zeros_like(a[0])]) / safe_norm(a[:2])
     cx = unit(-c)
-    cy = jnp.array([0.0, 0.0, -1.0])
+    cy = jnp.array([0.0, 0.0, -1.0], a.dtype)
     cz = jnp.cross(cx, cy)
     R = jnp.stack([cx, cy, cz])  # rows: cylinder axes in the torus frame
     code, r1, r2, wl = cylinder_wrap_line(
