@@ -10,10 +10,9 @@ picks (run it on a GPU machine):
 2. ``paths``: ``jax.jit(jax.vmap(lambda q: mb.lengths_and_moment_arms(model, q)))`` on gait2354
    (54 muscles, no wrap objects) and arm26 (6 muscles over cylinders and ellipsoids), at the
    given batches, poses uniform within the coordinate ranges (clipped to ±π). Wrapped muscle
-   groups run pose by pose inside the batched program (``jaxmb.muscles.geometry``: the CPU
-   choice); ``--wrapped vectorized`` also times the alternative an accelerator may prefer, every
-   pose's wrap branches and loops vectorized across the batch (the geometry module's pose-by-pose
-   helper replaced by the plain kernel for that row; the rows say which).
+   groups batch as ``--wrapped`` says (``jaxmb.muscles.geometry.WRAPPED_BATCHING`` set per row:
+   ``pose_by_pose``, a sequential loop inside the program, and/or ``vectorized``, every pose's
+   wrap branches and loops across the batch; the rows say which).
 
 The peers do not run on the GPU machine (no Pinocchio or OpenSim there), so their single-core
 rates are measured on a CPU machine by the same script, ``--references``, which writes
@@ -38,7 +37,6 @@ import argparse
 import json
 import os
 import time
-from functools import partial
 from pathlib import Path
 
 import equinox as eqx
@@ -57,7 +55,7 @@ PATH_MODELS = {
     "gait2354": ROOT / "tests" / "data" / "osim" / "gait2354_simbody.osim",
     "arm26": ROOT / "jaxmb" / "data" / "arm26.osim",
 }
-CHAINS = (7, 30)
+CHAINS = (7, 15, 30, 60)  # Pinocchio references
 REFERENCE_POSES = {"gait2354": 64, "arm26": 2000}
 REFERENCE_STATES = 4096
 
@@ -163,9 +161,9 @@ def deviation(out, ref) -> float:
     )
 
 
-def terms_rows(rows, save, batches, dtypes, repeats, ref, deadline):
+def terms_rows(rows, save, chains, batches, dtypes, repeats, ref, deadline):
     f64 = {}
-    for n in CHAINS:
+    for n in chains:
         for dtype in dtypes:
             dt = getattr(jnp, dtype)
             model = chain(n) if dtype == "float64" else cast(chain(n), dt)
@@ -199,21 +197,17 @@ def terms_rows(rows, save, batches, dtypes, repeats, ref, deadline):
     return rows
 
 
-def _vectorized(kernel, types, single):
-    return partial(kernel, types, single)
-
-
 def paths_rows(
     rows, save, models, batches, dtypes, repeats, ref, deadline, wrapped, probe, wrapped_dtypes
 ):
     f64 = {}
-    pose_by_pose = geometry._pose_by_pose
+    setting = geometry.WRAPPED_BATCHING
     for name in models:
         base = mb.io.load_osim(PATH_MODELS[name])
         wraps = any(m.wraps for m in base.muscles.muscles)
         dts = [d for d in dtypes if d in wrapped_dtypes] if wraps else dtypes
         for dtype, how in [(d, w) for d in dts for w in (wrapped if wraps else wrapped[:1])]:
-            geometry._pose_by_pose = pose_by_pose if how == "pose_by_pose" else _vectorized
+            geometry.WRAPPED_BATCHING = how
             dt = getattr(jnp, dtype)
             model = base if dtype == "float64" else cast(base, dt)
             fn = jax.jit(jax.vmap(lambda q, m=model: mb.lengths_and_moment_arms(m, q)))
@@ -253,7 +247,7 @@ def paths_rows(
                       f"{row.get('rel_deviation_from_float64', 0.0):.1e}"
                       + (f", {row['time_over_opensim']:.4f}x OpenSim's single-core time"
                          if osim_t else ""), flush=True)  # fmt: skip
-    geometry._pose_by_pose = pose_by_pose
+    geometry.WRAPPED_BATCHING = setting
 
 
 def plot(result, path):
@@ -264,7 +258,7 @@ def plot(result, path):
 
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2))
     for dtype, st in (("float64", "o-"), ("float32", "s--")):
-        for n in CHAINS:
+        for n in sorted({x["n"] for x in result["terms"]}):
             r = [x for x in result["terms"]
                  if x["n"] == n and x["dtype"] == dtype and "seconds" in x]  # fmt: skip
             if r:
@@ -299,6 +293,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--references", action="store_true", help="time the peers (CPU machine)")
     ap.add_argument("--sections", default="terms,paths")
+    ap.add_argument("--chains", default="7,30", help="chain sizes n for 'terms'")
     ap.add_argument("--term-batches", default="4096,65536")
     ap.add_argument("--path-batches", default="4096,65536")
     ap.add_argument("--path-models", default=",".join(PATH_MODELS))
@@ -318,7 +313,14 @@ def main():
     )
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--budget", type=float, default=420.0, help="seconds for all sections")
-    ap.add_argument("--out", default=str(RESULTS), help="folder for gpu.json and gpu.png")
+    ap.add_argument("--out", default=str(RESULTS), help="folder for NAME.json and NAME.png")
+    ap.add_argument("--name", default="gpu")
+    ap.add_argument(
+        "--matmul-precision",
+        default=None,
+        help="jax_default_matmul_precision ('highest': full float32 products; JAX's default on "
+        "NVIDIA GPUs rounds float32 products to TF32)",
+    )
     a = ap.parse_args()
     ref_path = RESULTS / "gpu_references.json"
     if a.references:
@@ -329,15 +331,21 @@ def main():
     ints = lambda s: [int(x) for x in s.split(",") if x]  # noqa: E731
     dtypes = a.dtypes.split(",")
     print(f"backend {jax.default_backend()}: {jax.devices()}", flush=True)
-    result = {"meta": metadata(benchmark="gpu.py"), "references": ref, "terms": [], "paths": []}
+    if a.matmul_precision:
+        jax.config.update("jax_default_matmul_precision", a.matmul_precision)
+    meta = metadata(benchmark="gpu.py", matmul_precision=jax.config.jax_default_matmul_precision)
+    result = {"meta": meta, "references": ref, "terms": [], "paths": []}
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
 
     def save():  # after every row: a run stopped at its time limit keeps what it measured
-        (out / "gpu.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
+        (out / f"{a.name}.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
 
     if "terms" in a.sections:
-        terms_rows(result["terms"], save, ints(a.term_batches), dtypes, a.repeats, ref, deadline)
+        terms_rows(
+            result["terms"], save, ints(a.chains), ints(a.term_batches), dtypes, a.repeats, ref,
+            deadline,
+        )  # fmt: skip
     if "paths" in a.sections:
         paths_rows(
             result["paths"], save, a.path_models.split(","), ints(a.path_batches), dtypes,
@@ -345,8 +353,8 @@ def main():
             a.wrapped_dtypes.split(","),
         )  # fmt: skip
     save()
-    plot(result, out / "gpu.png")
-    print(f"wrote {out / 'gpu.json'} and gpu.png")
+    plot(result, out / f"{a.name}.png")
+    print(f"wrote {out / a.name}.json and .png")
 
 
 if __name__ == "__main__":

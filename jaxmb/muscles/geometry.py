@@ -9,11 +9,13 @@ is padded to common point and wrap-slot counts and runs ONE kernel
 objects, ``lax.map`` with them). The GMLAV gradient is mapped the same way.
 
 Batching over poses: ``jax.jit(jax.vmap(...))`` is the route. Paths without wrap objects vectorize
-over the batch. Wrapped paths keep OpenSim's branches and early-exit loops real by running pose by
-pose inside the batched program (``jax.custom_batching.sequential_vmap``: under a plain vmap every
-branch would run for every pose and every loop until the slowest pose converged); their first and
-second derivatives, forward and reverse mode, come from custom JVP rules that contract the kernel's
-own gradient and Hessian with the tangents.
+over the batch. Wrapped paths branch (OpenSim's wrap choices, early-exit loops); how they batch is
+:data:`WRAPPED_BATCHING`: on a CPU they run pose by pose inside the batched program
+(``jax.custom_batching.sequential_vmap``: under a plain vmap every branch would run for every pose
+and every loop until the slowest pose converged), on an accelerator they vectorize (branches and
+loops over the whole batch: sequential poses would leave the device idle). Either way their first
+and second derivatives, forward and reverse mode, come from custom JVP rules that contract the
+kernel's own gradient and Hessian with the tangents.
 
 Moment arms (the seed's closed form). Every straight segment between consecutive active points on
 *different* bodies pulls its first point along the unit vector e and its last point along −e. The
@@ -138,7 +140,8 @@ class _Group(eqx.Module):
 # lax.map over the muscles, each muscle's shapes a lax.switch). Under jax.vmap over poses every
 # branch would run for every pose and every loop until its slowest pose converges (arm26: 147 ms
 # per pose at batch 64, compile 195 s, against 5.8 ms and 88 s pose by pose); so a batch of poses
-# runs them pose by pose (jax.custom_batching.sequential_vmap), and their derivatives are
+# runs them pose by pose on a CPU (jax.custom_batching.sequential_vmap; an accelerator prefers the
+# vectorized form, see WRAPPED_BATCHING), and their derivatives are
 # supplied by custom JVP rules that contract the kernel's own gradient and Hessian with the input
 # tangents (linear in the tangents, so reverse mode passes, which it cannot through
 # sequential_vmap itself).
@@ -227,30 +230,50 @@ def _contract(grads, tangents):
     )
 
 
-def _pose_by_pose(kernel, types, single):
-    """``kernel(types, single, X, active, slots)`` of one pose, run pose by pose under vmap."""
+#: How wrapped muscle groups batch under ``jax.vmap`` over poses, read when a function is traced:
+#: ``"pose_by_pose"`` (a sequential loop inside the batched program), ``"vectorized"`` (every
+#: pose's branches and loops run across the batch), or ``"auto"`` (default): pose by pose when
+#: JAX's default backend is the CPU, vectorized on an accelerator. Measured on arm26
+#: (``benchmarks/gpu.py``, ``benchmarks/moment_arms.py``): on 2 CPU cores pose by pose 5.8 ms per
+#: pose against 147 ms vectorized (batch 64); on an H200 vectorized 3.1 ms per pose (batch
+#: 65,536) against 38 ms pose by pose (batch 4096).
+WRAPPED_BATCHING = "auto"
+
+
+def _per_pose(kernel, types, single):
+    """``kernel(types, single, X, active, slots)`` of one pose, batched as
+    :data:`WRAPPED_BATCHING` says under vmap."""
+    how = WRAPPED_BATCHING
+    if how == "auto":
+        how = "pose_by_pose" if jax.default_backend() == "cpu" else "vectorized"
+    if how == "vectorized":
+        return partial(kernel, types, single)
+    if how != "pose_by_pose":
+        raise ValueError(
+            f"WRAPPED_BATCHING must be 'auto', 'pose_by_pose' or 'vectorized', got {how!r}"
+        )
     return jax.custom_batching.sequential_vmap(partial(kernel, types, single))
 
 
 @partial(jax.custom_jvp, nondiff_argnums=(0, 1))
 def _wrapped_lengths(types, single, X, active, slots):
-    """Lengths (G,) of a wrapped group at one pose (pose by pose under vmap)."""
-    return _pose_by_pose(_per_muscle_lengths, types, single)(X, active, slots)
+    """Lengths (G,) of a wrapped group at one pose (batched as :data:`WRAPPED_BATCHING` says)."""
+    return _per_pose(_per_muscle_lengths, types, single)(X, active, slots)
 
 
 @_wrapped_lengths.defjvp
 def _wrapped_lengths_jvp(types, single, primals, tangents):
     X, active, slots = primals
     dX, _, ds = tangents
-    L, grads = _pose_by_pose(_per_muscle_pulls, types, single)(X, active, slots)
+    L, grads = _per_pose(_per_muscle_pulls, types, single)(X, active, slots)
     return L, _contract(grads, (dX, ds.R, ds.p, ds.size))
 
 
 @partial(jax.custom_jvp, nondiff_argnums=(0, 1))
 def _wrapped_pulls(types, single, X, active, slots):
     """(L, (∂L/∂X, ∂L/∂R, ∂L/∂p, ∂L/∂size)) of a wrapped group at one pose (see
-    :func:`_per_muscle_pulls`; pose by pose under vmap)."""
-    return _pose_by_pose(_per_muscle_pulls, types, single)(X, active, slots)
+    :func:`_per_muscle_pulls`; batched as :data:`WRAPPED_BATCHING` says)."""
+    return _per_pose(_per_muscle_pulls, types, single)(X, active, slots)
 
 
 @_wrapped_pulls.defjvp
@@ -259,7 +282,7 @@ def _wrapped_pulls_jvp(types, single, primals, tangents):
     # from the primals and contracted with the tangents
     X, active, slots = primals
     dX, _, ds = tangents
-    L, g, H = _pose_by_pose(_per_muscle_hessians, types, single)(X, active, slots)
+    L, g, H = _per_pose(_per_muscle_hessians, types, single)(X, active, slots)
     dz = _flat_inputs(dX, ds)
     dgrads = _unflatten(jnp.einsum("gij,gj->gi", H, dz), X, slots)
     return (L, _unflatten(g, X, slots)), (jnp.sum(g * dz, axis=1), dgrads)

@@ -227,14 +227,17 @@ def test_lengths_and_moment_arms_from_one_pass():
         np.testing.assert_allclose(R, R_ref, rtol=1e-15, atol=0)
 
 
-@pytest.mark.slow  # five compiled programs of a wrapped path (about 40 s)
-def test_wrapped_paths_batch_pose_by_pose_with_exact_derivatives():
-    """Wrapped paths under jax.vmap run pose by pose (their branches and early-exit loops stay
-    real), with derivatives from custom rules (the kernel's gradient and Hessian contracted with
-    the tangents). Against the per-pose evaluation (equal to rounding, 1e-15) and against an
+@pytest.mark.slow  # five compiled programs of a wrapped path (about 40 s each batching)
+@pytest.mark.parametrize("batching", ["pose_by_pose", "vectorized"])
+def test_wrapped_paths_batch_with_exact_derivatives(batching, monkeypatch):
+    """Wrapped paths under jax.vmap, pose by pose (the CPU's batching: their branches and
+    early-exit loops stay real) or vectorized (an accelerator's), with derivatives from custom
+    rules (the kernel's gradient and Hessian contracted with the tangents). Against an
     independent route: forward-mode autodiff through the test-only unrolled path
-    (tests/reference/muscle_paths.py) and the kinematics; the moment arms and −∂L/∂q in forward
-    and reverse mode (1e-10 relative; second derivatives and the per-pose program: slow test)."""
+    (tests/reference/muscle_paths.py) and the kinematics; lengths to 1e-12 m, the moment arms
+    and −∂L/∂q in forward and reverse mode to 1e-10 relative (second derivatives and the
+    per-pose program: the next test)."""
+    monkeypatch.setattr(mu.geometry, "WRAPPED_BATCHING", batching)
     model, q, _ = _wrap_case(7, "cylinder")
     qs = jnp.stack([q, q + 0.05, q - 0.1, q + 0.02])
     reference_lengths = _reference_lengths(model)
