@@ -26,9 +26,10 @@ state; > 1: jaxmb faster). Both machines are recorded in the JSON.
     python benchmarks/gpu.py [--budget 420]        # accelerator: writes results/gpu.json + .png
 
 A section whose estimated time would overrun ``--budget`` seconds is skipped and recorded so.
-Models with wrap objects run in float64 only by default (``--wrapped-dtypes``): OpenSim's wrap
-algorithms iterate to float64 tolerances, and in float32 arm26's lengths and moment arms deviated
-from float64 by 0.76 (relative, max over outputs) at 8 poses on the CPU, at 7× the time.
+Models with wrap objects run in float64 only (``--wrapped-dtypes``): OpenSim's wrap algorithms
+iterate to float64 tolerances (in float32 arm26's lengths and moment arms deviated from float64 by
+0.76 relative, max over outputs, at 8 poses on the CPU, at 7× the time), so jaxmb refuses wrapped
+paths in float32 (``ModelError``).
 """
 
 from __future__ import annotations

@@ -320,6 +320,14 @@ def _groups(model: Model, A_ext, q) -> list[_Group]:
             body.append(tuple(nb if p.body < 0 else p.body for p in mus.points) + (nb,) * pad)
             wb = [nb if pw.wrap.body < 0 else pw.wrap.body for pw in mus.wraps]
             wbody.append(tuple(wb) + (nb,) * (W - len(wb)))
+        if W and cols["X"][0].dtype != jnp.float64:
+            raise ModelError(
+                f"muscles {[mus.name for mus in muscles]} wrap over "
+                f"{sorted({k.__name__ for k in kinds})}: OpenSim's wrap algorithms iterate to "
+                f"float64 tolerances and in {cols['X'][0].dtype} their lengths and moment arms "
+                "are wrong (arm26: off by up to 76 % of the largest value); evaluate wrapped "
+                "paths with a float64 model and coordinates"
+            )
         stack = lambda xs: jax.tree_util.tree_map(lambda *a: jnp.stack(a), *xs)  # noqa: E731
         out.append(
             _Group(

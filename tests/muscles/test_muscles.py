@@ -227,6 +227,31 @@ def test_lengths_and_moment_arms_from_one_pass():
         np.testing.assert_allclose(R, R_ref, rtol=1e-15, atol=0)
 
 
+def test_wrapped_paths_refuse_float32():
+    """OpenSim's wrap iterations need float64: a float32 model with a wrapped muscle raises,
+    naming the muscle and the wrap shape, instead of returning wrong lengths; an unwrapped
+    float32 path still evaluates (to float32 rounding of the float64 length)."""
+    model, q, _ = _wrap_case(7, "cylinder")
+    plain = mu.with_muscles(model, [mu.Muscle("s", model.muscles.muscles[0].points)])
+
+    def f32(m):
+        return jax.tree_util.tree_map(
+            lambda x: (
+                jnp.asarray(x, jnp.float32)
+                if isinstance(x, jax.Array | np.ndarray) and jnp.issubdtype(x.dtype, jnp.floating)
+                else x
+            ),
+            m,
+        )
+
+    with pytest.raises(ModelError, match=r"\['m'\] wrap over \['WrapCylinder'\].*float32"):
+        jax.eval_shape(lambda x: mu.lengths_and_moment_arms(f32(model), x), q.astype(jnp.float32))
+    L = mu.muscle_lengths(f32(plain), q.astype(jnp.float32))
+    L64 = mu.muscle_lengths(plain, q)
+    assert L.dtype == jnp.float32
+    assert abs(float(L[0]) - float(L64[0])) < 1e-6 * float(L64[0])
+
+
 @pytest.mark.slow  # five compiled programs of a wrapped path (about 40 s each batching)
 @pytest.mark.parametrize("batching", ["pose_by_pose", "vectorized"])
 def test_wrapped_paths_batch_with_exact_derivatives(batching, monkeypatch):
