@@ -107,7 +107,9 @@ def _slide_iterate(p1, p2, r1, r2, radius, long_wrap):
         w1 = _spiral_point(r1a_, axial, uu, ax_, sense, tt, theta, radius)
         b1, adj1 = _adjust_tangent(p1, a1, w1)
         # OpenSim 4.6 samples r2's helix point from the r1 it has just slid (axially)
-        w2 = _spiral_point(_DN.astype(b1.dtype) * b1[2], axial, uu, ax_, sense, 1.0 - tt, theta, radius)
+        w2 = _spiral_point(
+            _DN.astype(b1.dtype) * b1[2], axial, uu, ax_, sense, 1.0 - tt, theta, radius
+        )
         b2, adj2 = _adjust_tangent(p2, a2, w2)
         go = (n >= 2) & (adj1 | adj2)
         return jnp.where(go, b1, a1), jnp.where(go, b2, a2), go, k + 1
@@ -137,7 +139,9 @@ def cylinder_wrap_line(p1, p2, radius, length, quadrant, single=True):
     half = 0.5 * length
     start_z = jnp.where(jnp.isfinite(half), -half, 0.0)
     cyl_start = _DN.astype(p1.dtype) * start_z
-    near12, t12, near00, _, ok = intersect_lines(p1, p2, cyl_start, cyl_start + _DN.astype(p1.dtype))
+    near12, t12, near00, _, ok = intersect_lines(
+        p1, p2, cyl_start, cyl_start + _DN.astype(p1.dtype)
+    )
     crosses = ok & (jnp.sum((near12 - near00) ** 2) < r2_) & (t12 > 0.0) & (t12 < 1.0)
 
     r1a, r1b, p11, d1 = _tangent_candidates(p1, r)
@@ -201,8 +205,12 @@ def cylinder_wrap_line(p1, p2, radius, length, quadrant, single=True):
     # slide r1, r2 along the cylinder's generators to the plane (p1, p2, apex)
     pn = unit(jnp.cross(unit(p1 - apex), unit(p2 - apex)))
     d = -jnp.dot(p1, pn)
-    r1p, hit1 = segment_plane(r1 - 10.0 * _DN.astype(r1.dtype), r1 + 10.0 * _DN.astype(r1.dtype), pn, d)
-    r2p, hit2 = segment_plane(r2 - 10.0 * _DN.astype(r2.dtype), r2 + 10.0 * _DN.astype(r2.dtype), pn, d)
+    r1p, hit1 = segment_plane(
+        r1 - 10.0 * _DN.astype(r1.dtype), r1 + 10.0 * _DN.astype(r1.dtype), pn, d
+    )
+    r2p, hit2 = segment_plane(
+        r2 - 10.0 * _DN.astype(r2.dtype), r2 + 10.0 * _DN.astype(r2.dtype), pn, d
+    )
     # (OpenSim passes p22 / p11 as the line *direction* here; both lie on the z axis)
     z1, z2 = p11[2], p22[2]
     c1p = closest_on_line(r1p, p11, p22)[2]
