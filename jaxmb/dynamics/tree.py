@@ -67,6 +67,7 @@ __all__ = [
     "CHUNK",
     "is_identity_map",
     "joint_space_terms",
+    "inertia_terms",
     "coordinate_space_terms",
     "projected_terms",
     "equations_of_motion_bm",
@@ -270,34 +271,56 @@ def joint_space_terms(
         batch_first_m: return M_θ as (B, nj, nj) (what a batch-first caller stores, without a
             transpose of the whole batch afterwards).
     """
+    m, h, Ibar = _world_inertia(model, R, o, rotational=want_m or want_c)
+    return inertia_terms(model, Sw, Sv, m, h, Ibar, thd, thdd, want_m, want_g, want_c,
+                         fold_gravity, batch_first_m)  # fmt: skip
+
+
+def inertia_terms(
+    model: Model,
+    Sw,
+    Sv,
+    m,
+    h,
+    Ibar,
+    thd: Float[Array, "nj B"],
+    thdd: Float[Array, "nj B"] | None,
+    want_m: bool = True,
+    want_g: bool = True,
+    want_c: bool = True,
+    fold_gravity: bool = False,
+    batch_first_m: bool = False,
+):
+    """:func:`joint_space_terms` from the world inertias of :func:`_world_inertia` (m (nb, 1),
+    h (3, nb, B), Ī (3, 3, nb, B); Ī is read only for M_θ and c_θ) instead of the poses: a batch
+    computes them once in its kinematics pass and shares them between the CRBA and the RNEA."""
     if fold_gravity and not want_c:
         raise ValueError("joint_space_terms: fold_gravity needs want_c")
     want_g = want_g and not fold_gravity
-    dtype = o.dtype
+    dtype = h.dtype
     nb, B = thd.shape
     anc = jnp.asarray(model.ancestors, dtype)  # anc[i, j]: j ⪯ i
-    # velocities V = Anc (S θ̇); accelerations a = Anc (S θ̈ + V × S θ̇)
-    m, h, Ibar = _world_inertia(model, R, o, rotational=want_m or want_c)
-    parts = []
-    if want_c:
-        V = _ancestor_sum(model, jnp.concatenate([Sw * thd, Sv * thd]))
-        parts.append(_body_wrenches(model, Sw, Sv, V, thd, thdd, m, h, Ibar, fold_gravity))
-    if want_g:
-        parts.append(_gravity_wrenches(model, m, h))
     c = G = None
-    if parts:
-        F = _descendant_sum(model, jnp.concatenate(parts))
-        if want_c:
-            c, F = _dot(Sw, F[0:3]) + _dot(Sv, F[3:6]), F[6:]
-        if want_g:
-            G = -(_dot(Sw, F[0:3]) + _dot(Sv, F[3:6]))
+    if want_c:  # velocities V = Anc (S θ̇); accelerations a = Anc (S θ̈ + V × S θ̇)
+        V = _ancestor_sum(model, jnp.concatenate([Sw * thd, Sv * thd]))
+        F = _descendant_sum(
+            model, _body_wrenches(model, Sw, Sv, V, thd, thdd, m, h, Ibar, fold_gravity)
+        )
+        c = _dot(Sw, F[0:3]) + _dot(Sv, F[3:6])
+    if not (want_m or want_g):
+        return None, c, G
+    # composite inertias are descendant sums of (m, h, Ī); the composite mass is a constant
+    mc = _descendant_sum(model, m[None])[0]  # (nb, 1)
+    comp = _descendant_sum(model, jnp.concatenate([h, Ibar.reshape(9, nb, B)]) if want_m else h)
+    hc = comp[0:3]
+    if want_g:
+        # the gravity wrenches (h × (−g), −m g) summed over a subtree are (h_c × (−g), −m_c g)
+        g = model.gravity.astype(dtype)[:, None, None]
+        G = -_dot(Sw, cross3(g, hc)) + mc * _dot(Sv, g)
     if not want_m:
         return None, c, G
-    # CRBA: composite inertias are descendant sums of (m, h, Ī); P[i, j] = S_j · (I^c_i S_i)
-    packed = jnp.concatenate([jnp.broadcast_to(m, (nb, B))[None], h, Ibar.reshape(9, nb, B)])
-    comp = _descendant_sum(model, packed)
-    mc, hc, Ibc = comp[0], comp[1:4], comp[4:].reshape(3, 3, nb, B)
-    Fn, Ff = _inertia_apply(Ibc, hc, mc, Sw, Sv)
+    # CRBA: P[i, j] = S_j · (I^c_i S_i)
+    Fn, Ff = _inertia_apply(comp[3:].reshape(3, 3, nb, B), hc, mc, Sw, Sv)
     if B == 1 or not batch_first_m:
         P = sum(Fn[k][:, None] * Sw[k][None, :] + Ff[k][:, None] * Sv[k][None, :] for k in range(3))
         # M[i, j] = P[i, j] for j ⪯ i and its mirror P[j, i] for i ⪯ j; zero for unrelated bodies
@@ -472,6 +495,13 @@ def _poses_and_axes(model: Model, f):
     return (R, o) + tuple(joint_axes(model, o, Rpar))
 
 
+def _kinematics_and_inertia(model: Model, f):
+    """(Sw, Sv, h, Ī) of :func:`inertia_terms` from joint values f (nj, B)."""
+    R, o, Sw, Sv = _poses_and_axes(model, f)
+    _, h, Ibar = _world_inertia(model, R, o)
+    return Sw, Sv, h, Ibar
+
+
 def equations_of_motion_bm(
     model: Model,
     q: Float[Array, "nq B"],
@@ -515,16 +545,23 @@ def equations_of_motion_bm(
     if chunked:
         split = lambda x: jnp.moveaxis(x.reshape(x.shape[0], B // chunk, chunk), 1, 0)
         if identity:
-            # the kinematics in a loop of its own, a function of q alone: when one jit asks for
-            # M, N q̇ and G by three calls, the three loops are the same program and XLA's
-            # common-subexpression pass keeps one (the kinematics pass is shared)
-            kin = jax.lax.map(lambda f: _poses_and_axes(model, f), split(q))
+            # the kinematics and world inertias in a loop of their own, a function of q alone:
+            # when one jit asks for M, N q̇ and G by three calls, the three loops are the same
+            # program and XLA's common-subexpression pass keeps one (the pass is shared, and
+            # R I_c Rᵀ is formed once for the CRBA and the RNEA)
+            kin = jax.lax.map(lambda f: _kinematics_and_inertia(model, f), split(q))
+            m = model.mass.astype(q.dtype)[:, None]
 
             def one(x):
-                (R, o, Sw, Sv), thd = x
+                (Sw, Sv, h, Ibar), thd = x
                 thd = thd if want_n else jnp.zeros((model.nb, chunk), q.dtype)
-                M, c, G = joint_space_terms(model, R, o, Sw, Sv, thd, None, want_m, want_g,
-                                            want_n, batch_first_m=batch_first_out)  # fmt: skip
+                M, c, G = inertia_terms(model, Sw, Sv, m, h, Ibar, thd, None, want_m, want_g,
+                                        want_n, batch_first_m=batch_first_out)  # fmt: skip
+                if G is not None and not (want_m or want_n):
+                    # G alone does not read Ī; without this zero-weighted read its kinematics
+                    # loop would lose that output and no longer be the one XLA merges (NaN
+                    # stays NaN: Ī of a state is finite wherever its q is)
+                    G = G + 0.0 * Ibar[0, 0, 0]
                 T = lambda y: y.T if batch_first_out and y is not None else y
                 return M, T(c), T(G)
 
