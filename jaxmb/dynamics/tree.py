@@ -191,10 +191,14 @@ def _descendant_sum(model: Model, x):
     return C if in_order else take_bodies(C, np.argsort(order))
 
 
+#: the entries of a symmetric 3×3 matrix that Ī keeps, in its order (xx, yy, zz, xy, xz, yz)
+SYM6 = ((0, 0), (1, 1), (2, 2), (0, 1), (0, 2), (1, 2))
+
+
 def _world_inertia(model: Model, R, o, rotational: bool = True):
     """World spatial inertias about the ground origin, batch-last: m (nb, 1), h = m c_w (3, nb, B)
-    and Ī = R I_c Rᵀ + m (|c_w|² 1 − c_w c_wᵀ) (3, 3, nb, B); ``rotational=False`` skips Ī
-    (None), which gravity alone does not need."""
+    and the 6 entries (:data:`SYM6`) of the symmetric Ī = R I_c Rᵀ + m (|c_w|² 1 − c_w c_wᵀ)
+    (6, nb, B); ``rotational=False`` skips Ī (None), which gravity alone does not need."""
     dtype = o.dtype
     m = model.mass.astype(dtype)[:, None]
     cw = o + mv3(R, model.com.astype(dtype).T[:, :, None])
@@ -202,17 +206,26 @@ def _world_inertia(model: Model, R, o, rotational: bool = True):
     if not rotational:
         return m, h, None
     Ic = jnp.moveaxis(model.inertia.astype(dtype), 0, 2)[:, :, :, None]  # (3, 3, nb, 1)
-    eye = jnp.eye(3, dtype=dtype)[:, :, None, None]
-    # R I_c Rᵀ as broadcast products: an einsum here becomes nb·B tiny 3×3 dots on the CPU
-    Ibar = mm3(mm3(R, Ic), jnp.swapaxes(R, 0, 1)) + m * (
-        _dot(cw, cw) * eye - cw[:, None] * cw[None, :]
-    )
+    # R I_c Rᵀ as broadcast products (an einsum here becomes nb·B tiny 3×3 dots on the CPU), only
+    # its 6 distinct entries: the composite sums and the CRBA then carry 6 components, not 9
+    RI = mm3(R, Ic)
+    c2 = _dot(cw, cw)
+    Ibar = jnp.stack([
+        RI[a, 0] * R[b, 0] + RI[a, 1] * R[b, 1] + RI[a, 2] * R[b, 2]
+        + m * ((c2 if a == b else 0.0) - cw[a] * cw[b]) for a, b in SYM6
+    ])  # fmt: skip
     return m, h, Ibar
 
 
 def _inertia_apply(Ib, h, m, w, v):
-    """``I (ω, v) = (Ī ω + h × v, m v − h × ω)`` for motion vectors (3, ..., nb, B)."""
-    return mv3(Ib, w) + cross3(h, v), m * v - cross3(h, w)
+    """``I (ω, v) = (Ī ω + h × v, m v − h × ω)`` for motion vectors (3, ..., nb, B), Ī as its 6
+    entries (:data:`SYM6`)."""
+    Iw = jnp.stack([
+        Ib[0] * w[0] + Ib[3] * w[1] + Ib[4] * w[2],
+        Ib[3] * w[0] + Ib[1] * w[1] + Ib[5] * w[2],
+        Ib[4] * w[0] + Ib[5] * w[1] + Ib[2] * w[2],
+    ])  # fmt: skip
+    return Iw + cross3(h, v), m * v - cross3(h, w)
 
 
 def _body_wrenches(model: Model, Sw, Sv, V, thd, thdd, m, h, Ibar, fold_gravity: bool):
@@ -292,7 +305,7 @@ def inertia_terms(
     batch_first_m: bool = False,
 ):
     """:func:`joint_space_terms` from the world inertias of :func:`_world_inertia` (m (nb, 1),
-    h (3, nb, B), Ī (3, 3, nb, B); Ī is read only for M_θ and c_θ) instead of the poses: a batch
+    h (3, nb, B), Ī's 6 entries (6, nb, B); Ī is read only for M_θ and c_θ) instead of the poses: a batch
     computes them once in its kinematics pass and shares them between the CRBA and the RNEA."""
     if fold_gravity and not want_c:
         raise ValueError("joint_space_terms: fold_gravity needs want_c")
@@ -311,7 +324,7 @@ def inertia_terms(
         return None, c, G
     # composite inertias are descendant sums of (m, h, Ī); the composite mass is a constant
     mc = _descendant_sum(model, m[None])[0]  # (nb, 1)
-    comp = _descendant_sum(model, jnp.concatenate([h, Ibar.reshape(9, nb, B)]) if want_m else h)
+    comp = _descendant_sum(model, jnp.concatenate([h, Ibar]) if want_m else h)
     hc = comp[0:3]
     if want_g:
         # the gravity wrenches (h × (−g), −m g) summed over a subtree are (h_c × (−g), −m_c g)
@@ -320,7 +333,7 @@ def inertia_terms(
     if not want_m:
         return None, c, G
     # CRBA: P[i, j] = S_j · (I^c_i S_i)
-    Fn, Ff = _inertia_apply(comp[3:].reshape(3, 3, nb, B), hc, mc, Sw, Sv)
+    Fn, Ff = _inertia_apply(comp[3:], hc, mc, Sw, Sv)
     if B == 1 or not batch_first_m:
         P = sum(Fn[k][:, None] * Sw[k][None, :] + Ff[k][:, None] * Sv[k][None, :] for k in range(3))
         # M[i, j] = P[i, j] for j ⪯ i and its mirror P[j, i] for i ⪯ j; zero for unrelated bodies
@@ -384,7 +397,7 @@ def coordinate_space_terms(
     if not want_m:
         return None, c, G
     # I_i Jb_il for every column l: (3, nq, nb, B) each
-    In, If = _inertia_apply(Ibar[:, :, None], h[:, None], m, Jb[:3], Jb[3:])
+    In, If = _inertia_apply(Ibar[:, None], h[:, None], m, Jb[:3], Jb[3:])
     M = jnp.sum(
         _dot(Jb[:3, :, None], In[:, None]) + _dot(Jb[3:, :, None], If[:, None]), axis=2
     )  # (nq, nq, B)
@@ -561,7 +574,7 @@ def equations_of_motion_bm(
                     # G alone does not read Ī; without this zero-weighted read its kinematics
                     # loop would lose that output and no longer be the one XLA merges (NaN
                     # stays NaN: Ī of a state is finite wherever its q is)
-                    G = G + 0.0 * Ibar[0, 0, 0]
+                    G = G + 0.0 * Ibar[0, 0]
                 T = lambda y: y.T if batch_first_out and y is not None else y
                 return M, T(c), T(G)
 
