@@ -19,11 +19,13 @@ ground frame): spatial vectors are (ω, v_O) about the ground origin, where
   O(nb) sweeps with no step per body (pointer jumping down the tree, a preorder cumulative sum up
   it: :func:`_ancestor_sum`, :func:`_descendant_sum`); for one small state, one fused
   broadcast-sum over the mask;
-* the rigid-body inertia is kept as (m, h = m c, Ī = rotational inertia about the ground origin),
-  ``I (ω, v) = (Ī ω + h × v, m v − h × ω)``, 13 numbers per body instead of a 6×6 matrix;
+* the rigid-body inertia is kept as (m, h = m c, Ī = rotational inertia about the ground origin,
+  its 6 distinct entries), ``I (ω, v) = (Ī ω + h × v, m v − h × ω)``, 10 numbers per body instead
+  of a 6×6 matrix;
 * gravity is the uniform fictitious acceleration −g, so its body forces ``(h × (−g), −m g)`` need
-  no recursion, and ``G_θ = −Sᵀ Ancᵀ (h × (−g), −m g)``;
-* composite inertias are descendant sums of (m, h, Ī) and ``M_ij = S_jᵀ (I^c_i S_i)`` for j ⪯ i
+  no recursion, and ``G_θ = −Sᵀ Ancᵀ (h × (−g), −m g) = −Sᵀ (h_c × (−g), −m_c g)`` with the
+  composite first moments h_c and masses m_c (a constant);
+* composite inertias are descendant sums of (h, Ī) and ``M_ij = S_jᵀ (I^c_i S_i)`` for j ⪯ i
   (mirrored above the diagonal, zero between unrelated bodies).
 
 A general joint map is projected by the chain rule: ``θ̇ = J q̇``, ``θ̈ = J q̈ + γ`` with
@@ -305,8 +307,9 @@ def inertia_terms(
     batch_first_m: bool = False,
 ):
     """:func:`joint_space_terms` from the world inertias of :func:`_world_inertia` (m (nb, 1),
-    h (3, nb, B), Ī's 6 entries (6, nb, B); Ī is read only for M_θ and c_θ) instead of the poses: a batch
-    computes them once in its kinematics pass and shares them between the CRBA and the RNEA."""
+    h (3, nb, B), Ī's 6 entries (6, nb, B); Ī is read only for M_θ and c_θ) instead of the
+    poses: a batch computes them once in its kinematics pass and shares them between the CRBA
+    and the RNEA."""
     if fold_gravity and not want_c:
         raise ValueError("joint_space_terms: fold_gravity needs want_c")
     want_g = want_g and not fold_gravity
