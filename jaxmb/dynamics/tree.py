@@ -512,10 +512,13 @@ def _poses_and_axes(model: Model, f):
 
 
 def _kinematics_and_inertia(model: Model, f):
-    """(Sw, Sv, h, Ī) of :func:`inertia_terms` from joint values f (nj, B)."""
+    """The joint axes S = (Sw, Sv) (6, nb, B) and the world inertias (h, Ī) (9, nb, B) of
+    :func:`inertia_terms` from joint values f (nj, B): two arrays, so that whoever reads a part
+    reads the whole (see :func:`equations_of_motion_bm`), and the CRBA's composite sum and P
+    read them without a concatenation."""
     R, o, Sw, Sv = _poses_and_axes(model, f)
     _, h, Ibar = _world_inertia(model, R, o)
-    return Sw, Sv, h, Ibar
+    return jnp.concatenate([Sw, Sv]), jnp.concatenate([h, Ibar])
 
 
 def equations_of_motion_bm(
@@ -564,20 +567,17 @@ def equations_of_motion_bm(
             # the kinematics and world inertias in a loop of their own, a function of q alone:
             # when one jit asks for M, N q̇ and G by three calls, the three loops are the same
             # program and XLA's common-subexpression pass keeps one (the pass is shared, and
-            # R I_c Rᵀ is formed once for the CRBA and the RNEA)
+            # R I_c Rᵀ is formed once for the CRBA and the RNEA). Each call reads both of its
+            # outputs (G reads h, not Ī, but h and Ī are one array); a call that left an output
+            # unread would get a pruned copy of the loop that XLA no longer merges
             kin = jax.lax.map(lambda f: _kinematics_and_inertia(model, f), split(q))
             m = model.mass.astype(q.dtype)[:, None]
 
             def one(x):
-                (Sw, Sv, h, Ibar), thd = x
+                (S, hI), thd = x
                 thd = thd if want_n else jnp.zeros((model.nb, chunk), q.dtype)
-                M, c, G = inertia_terms(model, Sw, Sv, m, h, Ibar, thd, None, want_m, want_g,
-                                        want_n, batch_first_m=batch_first_out)  # fmt: skip
-                if G is not None and not (want_m or want_n):
-                    # G alone does not read Ī; without this zero-weighted read its kinematics
-                    # loop would lose that output and no longer be the one XLA merges (NaN
-                    # stays NaN: Ī of a state is finite wherever its q is)
-                    G = G + 0.0 * Ibar[0, 0]
+                M, c, G = inertia_terms(model, S[:3], S[3:], m, hI[:3], hI[3:], thd, None, want_m,
+                                        want_g, want_n, batch_first_m=batch_first_out)  # fmt: skip
                 T = lambda y: y.T if batch_first_out and y is not None else y
                 return M, T(c), T(G)
 
