@@ -10,11 +10,12 @@ at chain(30), B = 4096 (issue 21). Here the per-state function is a
 same algorithm, the same numbers to round-off): one kinematics pass, one CRBA and one RNEA as
 vector operations over (nb, B) slabs, in chunks of states that stay in cache, the results
 written batch first. Each of the three computes only its own part (M: CRBA; N q̇: RNEA; G: the
-gravity sums) in its own chunk loop, after a kinematics loop that depends on q alone: in one jit
-the three kinematics loops are the same program, and XLA's common-subexpression pass keeps one
-(the pass is shared). When the model itself is batched (``vmap`` over a stack of
-models), the rule falls back to ``vmap`` of the one-state code. Derivatives (forward and
-reverse) are the one-state code's (a ``custom_jvp`` around the ``custom_vmap``).
+composite first moments) in its own chunk loop, after a loop of kinematics and world inertias
+(R I_c Rᵀ, the first moments) that depends on q alone: in one jit the three such loops are the same
+program, and XLA's common-subexpression pass keeps one (the pass and the inertias are shared).
+When the model itself is batched (``vmap`` over a stack of models), the rule falls back to
+``vmap`` of the one-state code. Derivatives (forward and reverse) are the one-state code's (a
+``custom_jvp`` around the ``custom_vmap``).
 """
 
 from __future__ import annotations

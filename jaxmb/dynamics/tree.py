@@ -19,11 +19,13 @@ ground frame): spatial vectors are (ω, v_O) about the ground origin, where
   O(nb) sweeps with no step per body (pointer jumping down the tree, a preorder cumulative sum up
   it: :func:`_ancestor_sum`, :func:`_descendant_sum`); for one small state, one fused
   broadcast-sum over the mask;
-* the rigid-body inertia is kept as (m, h = m c, Ī = rotational inertia about the ground origin),
-  ``I (ω, v) = (Ī ω + h × v, m v − h × ω)``, 13 numbers per body instead of a 6×6 matrix;
+* the rigid-body inertia is kept as (m, h = m c, Ī = rotational inertia about the ground origin,
+  its 6 distinct entries), ``I (ω, v) = (Ī ω + h × v, m v − h × ω)``, 10 numbers per body instead
+  of a 6×6 matrix;
 * gravity is the uniform fictitious acceleration −g, so its body forces ``(h × (−g), −m g)`` need
-  no recursion, and ``G_θ = −Sᵀ Ancᵀ (h × (−g), −m g)``;
-* composite inertias are descendant sums of (m, h, Ī) and ``M_ij = S_jᵀ (I^c_i S_i)`` for j ⪯ i
+  no recursion, and ``G_θ = −Sᵀ Ancᵀ (h × (−g), −m g) = −Sᵀ (h_c × (−g), −m_c g)`` with the
+  composite first moments h_c and masses m_c (a constant);
+* composite inertias are descendant sums of (h, Ī) and ``M_ij = S_jᵀ (I^c_i S_i)`` for j ⪯ i
   (mirrored above the diagonal, zero between unrelated bodies).
 
 A general joint map is projected by the chain rule: ``θ̇ = J q̇``, ``θ̈ = J q̈ + γ`` with
@@ -67,6 +69,7 @@ __all__ = [
     "CHUNK",
     "is_identity_map",
     "joint_space_terms",
+    "inertia_terms",
     "coordinate_space_terms",
     "projected_terms",
     "equations_of_motion_bm",
@@ -190,10 +193,14 @@ def _descendant_sum(model: Model, x):
     return C if in_order else take_bodies(C, np.argsort(order))
 
 
+#: the entries of a symmetric 3×3 matrix that Ī keeps, in its order (xx, yy, zz, xy, xz, yz)
+SYM6 = ((0, 0), (1, 1), (2, 2), (0, 1), (0, 2), (1, 2))
+
+
 def _world_inertia(model: Model, R, o, rotational: bool = True):
     """World spatial inertias about the ground origin, batch-last: m (nb, 1), h = m c_w (3, nb, B)
-    and Ī = R I_c Rᵀ + m (|c_w|² 1 − c_w c_wᵀ) (3, 3, nb, B); ``rotational=False`` skips Ī
-    (None), which gravity alone does not need."""
+    and the 6 entries (:data:`SYM6`) of the symmetric Ī = R I_c Rᵀ + m (|c_w|² 1 − c_w c_wᵀ)
+    (6, nb, B); ``rotational=False`` skips Ī (None), which gravity alone does not need."""
     dtype = o.dtype
     m = model.mass.astype(dtype)[:, None]
     cw = o + mv3(R, model.com.astype(dtype).T[:, :, None])
@@ -201,17 +208,26 @@ def _world_inertia(model: Model, R, o, rotational: bool = True):
     if not rotational:
         return m, h, None
     Ic = jnp.moveaxis(model.inertia.astype(dtype), 0, 2)[:, :, :, None]  # (3, 3, nb, 1)
-    eye = jnp.eye(3, dtype=dtype)[:, :, None, None]
-    # R I_c Rᵀ as broadcast products: an einsum here becomes nb·B tiny 3×3 dots on the CPU
-    Ibar = mm3(mm3(R, Ic), jnp.swapaxes(R, 0, 1)) + m * (
-        _dot(cw, cw) * eye - cw[:, None] * cw[None, :]
-    )
+    # R I_c Rᵀ as broadcast products (an einsum here becomes nb·B tiny 3×3 dots on the CPU), only
+    # its 6 distinct entries: the composite sums and the CRBA then carry 6 components, not 9
+    RI = mm3(R, Ic)
+    c2 = _dot(cw, cw)
+    Ibar = jnp.stack([
+        RI[a, 0] * R[b, 0] + RI[a, 1] * R[b, 1] + RI[a, 2] * R[b, 2]
+        + m * ((c2 if a == b else 0.0) - cw[a] * cw[b]) for a, b in SYM6
+    ])  # fmt: skip
     return m, h, Ibar
 
 
 def _inertia_apply(Ib, h, m, w, v):
-    """``I (ω, v) = (Ī ω + h × v, m v − h × ω)`` for motion vectors (3, ..., nb, B)."""
-    return mv3(Ib, w) + cross3(h, v), m * v - cross3(h, w)
+    """``I (ω, v) = (Ī ω + h × v, m v − h × ω)`` for motion vectors (3, ..., nb, B), Ī as its 6
+    entries (:data:`SYM6`)."""
+    Iw = jnp.stack([
+        Ib[0] * w[0] + Ib[3] * w[1] + Ib[4] * w[2],
+        Ib[3] * w[0] + Ib[1] * w[1] + Ib[5] * w[2],
+        Ib[4] * w[0] + Ib[5] * w[1] + Ib[2] * w[2],
+    ])  # fmt: skip
+    return Iw + cross3(h, v), m * v - cross3(h, w)
 
 
 def _body_wrenches(model: Model, Sw, Sv, V, thd, thdd, m, h, Ibar, fold_gravity: bool):
@@ -270,34 +286,57 @@ def joint_space_terms(
         batch_first_m: return M_θ as (B, nj, nj) (what a batch-first caller stores, without a
             transpose of the whole batch afterwards).
     """
+    m, h, Ibar = _world_inertia(model, R, o, rotational=want_m or want_c)
+    return inertia_terms(model, Sw, Sv, m, h, Ibar, thd, thdd, want_m, want_g, want_c,
+                         fold_gravity, batch_first_m)  # fmt: skip
+
+
+def inertia_terms(
+    model: Model,
+    Sw,
+    Sv,
+    m,
+    h,
+    Ibar,
+    thd: Float[Array, "nj B"],
+    thdd: Float[Array, "nj B"] | None,
+    want_m: bool = True,
+    want_g: bool = True,
+    want_c: bool = True,
+    fold_gravity: bool = False,
+    batch_first_m: bool = False,
+):
+    """:func:`joint_space_terms` from the world inertias of :func:`_world_inertia` (m (nb, 1),
+    h (3, nb, B), Ī's 6 entries (6, nb, B); Ī is read only for M_θ and c_θ) instead of the
+    poses: a batch computes them once in its kinematics pass and shares them between the CRBA
+    and the RNEA."""
     if fold_gravity and not want_c:
         raise ValueError("joint_space_terms: fold_gravity needs want_c")
     want_g = want_g and not fold_gravity
-    dtype = o.dtype
+    dtype = h.dtype
     nb, B = thd.shape
     anc = jnp.asarray(model.ancestors, dtype)  # anc[i, j]: j ⪯ i
-    # velocities V = Anc (S θ̇); accelerations a = Anc (S θ̈ + V × S θ̇)
-    m, h, Ibar = _world_inertia(model, R, o, rotational=want_m or want_c)
-    parts = []
-    if want_c:
-        V = _ancestor_sum(model, jnp.concatenate([Sw * thd, Sv * thd]))
-        parts.append(_body_wrenches(model, Sw, Sv, V, thd, thdd, m, h, Ibar, fold_gravity))
-    if want_g:
-        parts.append(_gravity_wrenches(model, m, h))
     c = G = None
-    if parts:
-        F = _descendant_sum(model, jnp.concatenate(parts))
-        if want_c:
-            c, F = _dot(Sw, F[0:3]) + _dot(Sv, F[3:6]), F[6:]
-        if want_g:
-            G = -(_dot(Sw, F[0:3]) + _dot(Sv, F[3:6]))
+    if want_c:  # velocities V = Anc (S θ̇); accelerations a = Anc (S θ̈ + V × S θ̇)
+        V = _ancestor_sum(model, jnp.concatenate([Sw * thd, Sv * thd]))
+        F = _descendant_sum(
+            model, _body_wrenches(model, Sw, Sv, V, thd, thdd, m, h, Ibar, fold_gravity)
+        )
+        c = _dot(Sw, F[0:3]) + _dot(Sv, F[3:6])
+    if not (want_m or want_g):
+        return None, c, G
+    # composite inertias are descendant sums of (m, h, Ī); the composite mass is a constant
+    mc = _descendant_sum(model, m[None])[0]  # (nb, 1)
+    comp = _descendant_sum(model, jnp.concatenate([h, Ibar]) if want_m else h)
+    hc = comp[0:3]
+    if want_g:
+        # the gravity wrenches (h × (−g), −m g) summed over a subtree are (h_c × (−g), −m_c g)
+        g = model.gravity.astype(dtype)[:, None, None]
+        G = -_dot(Sw, cross3(g, hc)) + mc * _dot(Sv, g)
     if not want_m:
         return None, c, G
-    # CRBA: composite inertias are descendant sums of (m, h, Ī); P[i, j] = S_j · (I^c_i S_i)
-    packed = jnp.concatenate([jnp.broadcast_to(m, (nb, B))[None], h, Ibar.reshape(9, nb, B)])
-    comp = _descendant_sum(model, packed)
-    mc, hc, Ibc = comp[0], comp[1:4], comp[4:].reshape(3, 3, nb, B)
-    Fn, Ff = _inertia_apply(Ibc, hc, mc, Sw, Sv)
+    # CRBA: P[i, j] = S_j · (I^c_i S_i)
+    Fn, Ff = _inertia_apply(comp[3:], hc, mc, Sw, Sv)
     if B == 1 or not batch_first_m:
         P = sum(Fn[k][:, None] * Sw[k][None, :] + Ff[k][:, None] * Sv[k][None, :] for k in range(3))
         # M[i, j] = P[i, j] for j ⪯ i and its mirror P[j, i] for i ⪯ j; zero for unrelated bodies
@@ -361,7 +400,7 @@ def coordinate_space_terms(
     if not want_m:
         return None, c, G
     # I_i Jb_il for every column l: (3, nq, nb, B) each
-    In, If = _inertia_apply(Ibar[:, :, None], h[:, None], m, Jb[:3], Jb[3:])
+    In, If = _inertia_apply(Ibar[:, None], h[:, None], m, Jb[:3], Jb[3:])
     M = jnp.sum(
         _dot(Jb[:3, :, None], In[:, None]) + _dot(Jb[3:, :, None], If[:, None]), axis=2
     )  # (nq, nq, B)
@@ -472,6 +511,16 @@ def _poses_and_axes(model: Model, f):
     return (R, o) + tuple(joint_axes(model, o, Rpar))
 
 
+def _kinematics_and_inertia(model: Model, f):
+    """The joint axes S = (Sw, Sv) (6, nb, B) and the world inertias (h, Ī) (9, nb, B) of
+    :func:`inertia_terms` from joint values f (nj, B): two arrays, so that whoever reads a part
+    reads the whole (see :func:`equations_of_motion_bm`), and the CRBA's composite sum and P
+    read them without a concatenation."""
+    R, o, Sw, Sv = _poses_and_axes(model, f)
+    _, h, Ibar = _world_inertia(model, R, o)
+    return jnp.concatenate([Sw, Sv]), jnp.concatenate([h, Ibar])
+
+
 def equations_of_motion_bm(
     model: Model,
     q: Float[Array, "nq B"],
@@ -515,16 +564,20 @@ def equations_of_motion_bm(
     if chunked:
         split = lambda x: jnp.moveaxis(x.reshape(x.shape[0], B // chunk, chunk), 1, 0)
         if identity:
-            # the kinematics in a loop of its own, a function of q alone: when one jit asks for
-            # M, N q̇ and G by three calls, the three loops are the same program and XLA's
-            # common-subexpression pass keeps one (the kinematics pass is shared)
-            kin = jax.lax.map(lambda f: _poses_and_axes(model, f), split(q))
+            # the kinematics and world inertias in a loop of their own, a function of q alone:
+            # when one jit asks for M, N q̇ and G by three calls, the three loops are the same
+            # program and XLA's common-subexpression pass keeps one (the pass is shared, and
+            # R I_c Rᵀ is formed once for the CRBA and the RNEA). Each call reads both of its
+            # outputs (G reads h, not Ī, but h and Ī are one array); a call that left an output
+            # unread would get a pruned copy of the loop that XLA no longer merges
+            kin = jax.lax.map(lambda f: _kinematics_and_inertia(model, f), split(q))
+            m = model.mass.astype(q.dtype)[:, None]
 
             def one(x):
-                (R, o, Sw, Sv), thd = x
+                (S, hI), thd = x
                 thd = thd if want_n else jnp.zeros((model.nb, chunk), q.dtype)
-                M, c, G = joint_space_terms(model, R, o, Sw, Sv, thd, None, want_m, want_g,
-                                            want_n, batch_first_m=batch_first_out)  # fmt: skip
+                M, c, G = inertia_terms(model, S[:3], S[3:], m, hI[:3], hI[3:], thd, None, want_m,
+                                        want_g, want_n, batch_first_m=batch_first_out)  # fmt: skip
                 T = lambda y: y.T if batch_first_out and y is not None else y
                 return M, T(c), T(G)
 
