@@ -347,6 +347,11 @@ def model_with_muscles(
             raise OsimImportError(f"{imp.path}: unknown muscles {unknown}")
         imp = dataclasses.replace(imp, muscles=tuple(m for m in imp.muscles if m.name in only))
     muscles = osim_muscles(imp, skip_unsupported=skip_unsupported, skipped=why)
+    try:  # one validation of all; muscle by muscle only to find and leave out a rejected one
+        return _attach(imp.model, muscles)
+    except ModelError as e:
+        if not skip_unsupported:
+            raise OsimImportError(f"{imp.path}: {e}") from None
     kept = []
     for m in muscles:
         try:
