@@ -35,17 +35,18 @@ paths in float32 (``ModelError``).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import time
 from pathlib import Path
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 from _common import RESULTS, metadata, timeit_compiled
 from throughput import states
+from vmap_terms import cast
 
 import jaxmb as mb
 from jaxmb.models.chain import chain
@@ -61,19 +62,18 @@ REFERENCE_POSES = {"gait2354": 64, "arm26": 2000}
 REFERENCE_STATES = 4096
 
 
-def cast(model, dtype):
-    """The model with every floating array in ``dtype``."""
-    return jax.tree_util.tree_map(
-        lambda x: x.astype(dtype) if eqx.is_array(x) and jnp.issubdtype(x.dtype, jnp.floating)
-        else x, model)  # fmt: skip
+@functools.cache
+def coordinate_box(name: str) -> np.ndarray:
+    """(nq, 2) ranges of the model's coordinates, clipped to ±π (rad or m): the file read once."""
+    imp = mb.io.read_osim(PATH_MODELS[name])
+    box = {c.name: c.range for c in imp.coordinates}
+    return np.clip(np.asarray([box[n] for n in imp.model.coordinate_names], float), -np.pi, np.pi)
 
 
 def poses(name: str, B: int, seed: int = 0) -> np.ndarray:
     """(B, nq) poses uniform within the model's coordinate ranges, clipped to ±π (rad or m)."""
-    imp = mb.io.read_osim(PATH_MODELS[name])
-    box = {c.name: c.range for c in imp.coordinates}
-    rng = np.clip(np.asarray([box[n] for n in imp.model.coordinate_names], float), -np.pi, np.pi)
-    return np.random.default_rng(seed).uniform(rng[:, 0], rng[:, 1], (B, len(rng)))
+    box = coordinate_box(name)
+    return np.random.default_rng(seed).uniform(box[:, 0], box[:, 1], (B, len(box)))
 
 
 # ----------------------------------------------------------------------------- peers (CPU)

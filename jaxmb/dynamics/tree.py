@@ -331,8 +331,8 @@ def inertia_terms(
     hc = comp[0:3]
     if want_g:
         # the gravity wrenches (h × (−g), −m g) summed over a subtree are (h_c × (−g), −m_c g)
-        g = model.gravity.astype(dtype)[:, None, None]
-        G = -_dot(Sw, cross3(g, hc)) + mc * _dot(Sv, g)
+        W = _gravity_wrenches(model, mc, hc)
+        G = -(_dot(Sw, W[0:3]) + _dot(Sv, W[3:6]))
     if not want_m:
         return None, c, G
     # CRBA: P[i, j] = S_j · (I^c_i S_i)
