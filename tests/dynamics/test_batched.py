@@ -227,6 +227,30 @@ def test_chunked_batch_equals_whole_batch():
         np.testing.assert_allclose(a, b, rtol=0, atol=4 * np.finfo(float).eps * np.abs(a).max())
 
 
+def test_accelerator_batch_runs_unchunked_and_equals_cpu_chunks(monkeypatch):
+    """On an accelerator the batched kernel takes the whole batch at once (no lax.map over
+    cache-sized chunks, which serializes a GPU batch into launch-bound steps); that program, run
+    here by pretending the backend is a GPU, equals the CPU's chunked one to 4 ulp (see above)."""
+    import jaxmb.dynamics.tree as tree
+
+    assert tree.batch_chunk(64) == 64  # this suite runs on a CPU
+    model = chain(4)
+    q, qd = _states(4, 5, B=5 * tree.CHUNK)
+    f = lambda q, qd: tree.equations_of_motion_bm(model, q.T, qd.T)
+    # a new function each time: JAX caches a traced function's jaxpr
+    scans = lambda: [e.params["length"] for e in jax.make_jaxpr(lambda *a: f(*a))(q, qd).eqns
+                     if e.primitive.name == "scan"]  # fmt: skip
+    assert 5 in scans()  # lax.map over 5 chunks
+    cpu = jax.jit(f)(q, qd)
+    monkeypatch.setattr(tree.jax, "default_backend", lambda: "gpu")
+    assert tree.batch_chunk(64) is None
+    assert 5 not in scans() and 1 in scans()  # one chunk: the whole batch
+    gpu = jax.jit(lambda *a: f(*a))(q, qd)
+    for a, b in zip(cpu, gpu, strict=True):
+        a, b = np.asarray(a), np.asarray(b)
+        np.testing.assert_allclose(a, b, rtol=0, atol=4 * np.finfo(float).eps * np.abs(a).max())
+
+
 def test_vmap_of_public_terms_runs_the_batch_last_kernel_and_stays_exact():
     """jax.vmap of mb.mass_matrix / bias_forces / gravity_forces (their custom_vmap rule calls the
     batch-last kernel, chunked) equals the one-state code state by state to 1e-12, for a chain
