@@ -31,7 +31,6 @@ from .tree import (
     CHUNK,
     batched_forward_dynamics,
     batched_terms,
-    cholesky_solve_bm,
     equations_of_motion_bm,
     joint_space_terms,
     projected_terms,

@@ -27,11 +27,12 @@ from jaxtyping import Array, Float
 
 from ..forces import applied_forces, applied_forces_from
 from ..kinematics import body_transforms, tree_kinematics
+from ..math.linalg import cholesky_solve_bm
 from ..model import Model, check_coordinate_vectors
 from .closed_form import closed_form_terms
 from .lagrangian import lagrangian_bias_forces, lagrangian_gravity_forces, lagrangian_mass_matrix
 from .per_state import tree_terms
-from .tree import batch_last_kinematics, cholesky_solve_bm, joint_space_terms, projected_terms
+from .tree import batch_last_kinematics, joint_space_terms, projected_terms
 
 __all__ = [
     "METHODS",

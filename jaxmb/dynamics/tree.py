@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import jax.scipy.linalg as jsl
 import numpy as np
 from jaxtyping import Array, Float
 
@@ -63,6 +62,7 @@ from ..kinematics import (
     take_bodies,
     world_poses,
 )
+from ..math.linalg import cholesky_solve_bm
 from ..model import Model, ModelError
 
 __all__ = [
@@ -76,7 +76,6 @@ __all__ = [
     "batched_terms",
     "batched_forward_dynamics",
     "batch_last_kinematics",
-    "cholesky_solve_bm",
 ]
 
 # batch chunk of equations_of_motion_bm on a CPU: at B = 4096 the (nb, B) float64 intermediates of
@@ -631,35 +630,6 @@ def _equations_of_motion_bm(model, q, qd, want_m, identity_map, chunk, want_n, w
         M = 0.5 * (M + jnp.swapaxes(M, 1, 2))  # exactly symmetric, as the Cholesky solve assumes
         M = M if batch_first_out else jnp.moveaxis(M, 0, -1)
     return M, T(Nqd), T(G)
-
-
-def cholesky_solve_bm(M: Float[Array, "n n B"], rhs: Float[Array, "n B"]) -> Float[Array, "n B"]:
-    """Solve M x = rhs for (n, n, B) symmetric positive definite M, unrolled (n³/6 vector ops);
-    NaN where M is not positive definite (a non-positive pivot)."""
-    n, B = M.shape[0], M.shape[-1]
-    # the unrolled graph grows as n³, LAPACK per state is cheaper to compile above n = 12; for one
-    # state (a right-hand side inside the user's solver) one LAPACK call beats the n³/6 scalar
-    # operations from n = 3 (chain(7), CPU time: forward dynamics 13.3–13.9 → 10.6–11.1 µs, load 14);
-    # a 1×1 or 2×2 stays unrolled
-    if n > 12 or (B == 1 and n > 2):
-        Mb, rb = jnp.moveaxis(M, -1, 0), rhs.T
-        x = jax.vmap(lambda a, b: jsl.cho_solve(jsl.cho_factor(a, lower=True), b))(Mb, rb)
-        return x.T
-    L = [[None] * n for _ in range(n)]
-    for j in range(n):
-        s = M[j, j] - sum((L[j][k] * L[j][k] for k in range(j)), 0.0)
-        s = jnp.where(s > 0, s, jnp.nan)
-        L[j][j] = jnp.sqrt(s)
-        inv = 1.0 / L[j][j]
-        for i in range(j + 1, n):
-            L[i][j] = (M[i, j] - sum((L[i][k] * L[j][k] for k in range(j)), 0.0)) * inv
-    y = [None] * n
-    for i in range(n):
-        y[i] = (rhs[i] - sum((L[i][k] * y[k] for k in range(i)), 0.0)) / L[i][i]
-    x = [None] * n
-    for i in reversed(range(n)):
-        x[i] = (y[i] - sum((L[k][i] * x[k] for k in range(i + 1, n)), 0.0)) / L[i][i]
-    return jnp.stack(x)
 
 
 def batched_terms(

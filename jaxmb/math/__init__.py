@@ -4,6 +4,7 @@
 - :mod:`.functions`: OpenSim's function types (constants, polynomials, SIMM and natural cubic
   splines, piecewise-linear) as JAX-traceable modules.
 - :mod:`.expressions`: a safe expression language for joint maps written in model files.
+- :mod:`.linalg`: linear algebra on batch-last stacks (the batched Cholesky solve).
 """
 
 from .expressions import (
