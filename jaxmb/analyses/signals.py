@@ -376,7 +376,7 @@ def coordinate_operators(
             resampled = True
         if t.shape[0] < 4:
             raise ValueError("coordinate_operators: too few samples to filter")
-        P = lowpass_iir_matrix(t.shape[0], dtmin, cutoff) @ P
+        P = lowpass_iir(dtmin, cutoff, P)  # the filter on P's columns: lowpass_iir_matrix @ P
         applied = iir_coefficients(dtmin, cutoff)[2]
     first, last = t[0], t[-1]
     lo, hi = (-np.inf, np.inf) if time_range is None else time_range
