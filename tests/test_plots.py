@@ -70,21 +70,39 @@ def test_trajectory_plot_axes_and_legend_carry_units(monkeypatch, tmp_path):
 
 def test_trial_columns_plot_one_panel_per_column_and_a_time_axis_under_each_column(tmp_path):
     """The setup commands' plot: 7 columns in 3 columns of panels leave the last row with one
-    panel, so columns 2 and 3 end one row higher: their lowest panels carry the time axis."""
+    panel, so columns 2 and 3 end one row higher: their lowest panels carry the time axis. Each
+    panel's curves, mapped back through its box and data ranges, are the columns drawn."""
     t = np.linspace(0.5, 1.1, 20)
     values = np.outer(t, np.arange(1.0, 8.0))
+    values[3, 2] = np.nan  # a gap, not a number
     labels = [f"col{k}" for k in range(7)]
     png = tmp_path / "cols.png"
     fig = plots.plot_trial_columns(png, t, values, labels, "moment (N·m)", "trial",
-                                   reference=(t, values), ncols=3)  # fmt: skip
+                                   reference=(t, 2 * values), ncols=3)  # fmt: skip
     assert png.stat().st_size > 0
-    shown = [a for a in fig.axes if a.axison]
-    assert len(shown) == 7
-    assert [a.texts[0].get_text() for a in shown] == labels
-    assert all(len(a.lines) == 2 for a in shown)  # jaxmb's curve and the reference
-    np.testing.assert_array_equal(shown[6].lines[0].get_ydata(), values[:, 6])
-    timed = {k for k, a in enumerate(shown) if a.get_xlabel() == "time (s)"}
-    assert timed == {4, 5, 6}
-    for k in timed:
-        assert any(lab.get_visible() and lab.get_text() for lab in shown[k].get_xticklabels())
+    assert [p[0] for p in fig.panels] == labels
+    texts = [x.get_text() for x in fig.axes[0].texts]
+    assert all(lab in texts for lab in labels)
+    jaxmb_lines, ref_lines = (c for c in fig.axes[0].collections if c.get_label() in
+                              ("jaxmb", "OpenSim"))  # fmt: skip
+    for k, (_, (x0, y0, w, h), (t0, t1), (lo, hi)) in enumerate(fig.panels):
+        for coll, scale in ((jaxmb_lines, 1.0), (ref_lines, 2.0)):
+            runs = [xy for xy in coll.get_segments() if x0 <= xy[0, 0] <= x0 + w
+                    and y0 <= xy[0, 1] <= y0 + h]  # fmt: skip
+            assert len(runs) == (2 if k == 2 else 1)  # the NaN splits column 2's curve
+            xy = np.concatenate(runs)
+            ok = np.isfinite(values[:, k])
+            np.testing.assert_allclose(t0 + (xy[:, 0] - x0) / w * (t1 - t0), t[ok], rtol=1e-12)
+            np.testing.assert_allclose(lo + (xy[:, 1] - y0) / h * (hi - lo),
+                                       scale * values[ok, k], rtol=1e-12)  # fmt: skip
+            assert np.all(lo <= np.nanmin(scale * values[:, k]))
+            assert np.all(np.nanmax(scale * values[:, k]) <= hi)
+    # "time (s)" under the lowest panel of each column: rows 2, 1, 1 (panels 6, 4, 5)
+    timed = [x for x in fig.axes[0].texts if x.get_text() == "time (s)"]
+    boxes = [fig.panels[k][1] for k in (6, 4, 5)]
+    assert sorted(x.get_position()[0] for x in timed) == sorted(b[0] + b[2] / 2 for b in boxes)
+    for x, b in zip(sorted(timed, key=lambda x: x.get_position()[0]),
+                    sorted(boxes), strict=True):  # fmt: skip
+        assert x.get_position()[1] < b[1]
     assert fig._supylabel.get_text() == "moment (N·m)"
+    assert [x.get_text() for x in fig.legends[0].get_texts()] == ["jaxmb", "OpenSim"]

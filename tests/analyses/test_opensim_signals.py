@@ -16,6 +16,7 @@ from jaxmb.analyses import (
     natural_spline_matrix,
     opensim_pad,
 )
+from jaxmb.analyses.signals import block_tridiagonal_solve
 
 scipy_signal = pytest.importorskip("scipy.signal")
 interpolate = pytest.importorskip("scipy.interpolate")
@@ -79,10 +80,33 @@ def test_natural_spline_matches_scipy_interpolating_spline(seed, n, degree):
     bc = "natural" if degree == 3 else ([(3, 0.0), (4, 0.0)], [(3, 0.0), (4, 0.0)])
     sp = interpolate.make_interp_spline(x, y, k=degree, bc_type=bc)
     xe = np.concatenate([x, 0.5 * (x[1:] + x[:-1])])
-    W = natural_spline_matrix(x, xe, degree, (0, 1, 2))
-    for d in range(3):
-        ref = sp(xe, d)
-        assert np.max(np.abs(W[d] @ y - ref)) <= 1e-8 * max(1.0, np.max(np.abs(ref)))
+    # all pieces (the knot derivatives solved for every datum) and three of them (only the rows
+    # those pieces use, from the transposed system)
+    for xs in (xe, xe[[1, n // 2, n + 2]]):
+        W = natural_spline_matrix(x, xs, degree, (0, 1, 2))
+        for d in range(3):
+            ref = sp(xs, d)
+            assert np.max(np.abs(W[d] @ y - ref)) <= 1e-8 * max(1.0, np.max(np.abs(ref)))
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), n=st.integers(1, 70), r=st.integers(1, 3))
+def test_block_tridiagonal_solve_matches_the_dense_solve(seed, n, r):
+    rng = np.random.default_rng(seed)
+    Lo, Up = rng.normal(size=(2, n, r, r))
+    Di = rng.normal(size=(n, r, r)) + 3.0 * r * np.eye(r)  # block diagonally dominant
+    B = rng.normal(size=(n, r, 4))
+    A = np.zeros((n * r, n * r))
+    for i in range(n):
+        A[i * r : (i + 1) * r, i * r : (i + 1) * r] = Di[i]
+        if i > 0:
+            A[i * r : (i + 1) * r, (i - 1) * r : i * r] = Lo[i]
+        if i < n - 1:
+            A[i * r : (i + 1) * r, (i + 1) * r : (i + 2) * r] = Up[i]
+    X = np.linalg.solve(A, B.reshape(n * r, 4)).reshape(n, r, 4)
+    np.testing.assert_allclose(
+        block_tridiagonal_solve(Lo, Di, Up, B), X, rtol=0, atol=1e-12 * np.max(np.abs(X))
+    )
 
 
 def test_rounded_times_are_resampled_as_opensim_does():
