@@ -201,9 +201,18 @@ class OsimDocument:
         if mt is not None:
             rotational = mt.strip().lower() == "rotational"
         rng = child_vector(c, "range", 2, w, default=(-np.pi, np.pi))
-        if c.find("prescribed_function") is not None and len(c.find("prescribed_function")):
-            if child_flag(c, "prescribed", default=self.v4):
-                raise OsimImportError(f"{w}: prescribed coordinates are not supported")
+        # OpenSim 4.6 prescribes a coordinate when <prescribed> is true (default false, 3.x and
+        # 4.x alike) and <prescribed_function> holds a function; otherwise the function is unused
+        prescribed = None
+        pf = c.find("prescribed_function")
+        if pf is not None and len(pf) and child_flag(c, "prescribed", default=False):
+            inner = [e for e in pf if isinstance(e.tag, str)]
+            if len(inner) != 1:
+                raise OsimImportError(f"{w}: <prescribed_function> must hold one function")
+            try:
+                prescribed = parse_function(inner[0], f"{w} prescribed_function")
+            except UnsupportedFunctionError as e:
+                raise OsimImportError(str(e)) from None
         return OsimCoordinate(
             name=name,
             joint=joint,
@@ -212,6 +221,7 @@ class OsimDocument:
             range=(float(rng[0]), float(rng[1])),
             locked=child_flag(c, "locked"),
             clamped=child_flag(c, "clamped"),
+            prescribed=prescribed,
         )
 
     # ---- frames (4.x) --------------------------------------------------------------------

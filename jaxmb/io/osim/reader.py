@@ -25,10 +25,13 @@ CoordinateCouplerConstraints are folded into the joint map: a dependent coordina
 ``scale · g(independent)``, so the model's q are OpenSim's independent coordinates, in OpenSim's
 order, with OpenSim's names. Weld, Point, PointOnLine and ConstantDistance constraints close loops:
 :func:`~jaxmb.io.osim.loops.closed_loops` makes as many coordinates dependent as they have
-equations, solved by Newton inside JAX (an :class:`~jaxmb.joint_maps.ImplicitMap`). Locked coordinates stay coordinates and are listed in
-:attr:`OsimImport.locked`. Anything else (another joint type, a function type jaxmb cannot evaluate,
-another constraint type, a reversed joint, a multivariate coupling) raises :class:`OsimImportError`
-naming the element and its type.
+equations, solved by Newton inside JAX (an :class:`~jaxmb.joint_maps.ImplicitMap`). Locked
+coordinates are held at their values by the joint map and listed in :attr:`OsimImport.locked`.
+Prescribed coordinates (``prescribed_function``) stay coordinates whose motion follows their
+function of time in ``forward_dynamics`` and ``simulate`` (``model.prescribed``, listed in
+:attr:`OsimImport.prescribed`). Anything else (another joint type, a function type jaxmb cannot
+evaluate, another constraint type) raises :class:`OsimImportError` naming the element and its
+type.
 
 Muscles are read into plain data (:func:`osim_muscle_specs`): path points (PathPoint,
 ConditionalPathPoint, MovingPathPoint with their functions), each muscle's PathWrapSet (wrap object,
@@ -52,6 +55,7 @@ import equinox as eqx
 import jax
 import numpy as np
 
+from ...dynamics.prescribed import PrescribedCoordinates
 from ...joint_maps import OsimJointMap
 from ...math import AbstractFunction, Constant
 from ...math.functions import as_array
@@ -337,11 +341,16 @@ def read_osim(
         for c in j.coordinates[:3]
     }
     coupled = {c[1]: (c[0], c[2]) for c in coupling_order}
+    model, prescribed = _prescribed(
+        P, model, coords, refuse, held=[cnames[i] for i in held], dependent=dep_names,
+        loop_dependent=loop_dependent, euler=euler,
+    )  # fmt: skip
     imp = OsimImport(
         model=model,
         coordinates=tuple(coords),
         coupled=coupled,
         locked=tuple(c.name for c in coords if c.locked),
+        prescribed=prescribed,
         left_out=tuple(left_out),
         euler_rotations=tuple(c.name for c in coords if c.name in euler),
         constrained=loop_dependent,
@@ -363,6 +372,40 @@ def read_osim(
             stacklevel=2,
         )
     return dataclasses.replace(imp, model=model, left_out=tuple(left_out))
+
+
+def _prescribed(P, model, coords, refuse, *, held, dependent, loop_dependent, euler):
+    """The model with its prescribed coordinates (OpenSim's ``prescribed_function``) as
+    :class:`~jaxmb.dynamics.PrescribedCoordinates`, and their names. A prescribed coordinate
+    that is held by a lock (OpenSim cannot assemble that), coupled, made dependent by a loop, or
+    a ball/free/ellipsoid rotation (whose OpenSim speed is an angular velocity, not the rate
+    its function gives) is refused, naming it."""
+    names, indices, functions = [], [], []
+    for c in coords:
+        if c.prescribed is None:
+            continue
+        what = f"Coordinate {c.name!r} of joint {c.joint!r} (prescribed)"
+        why = (
+            "it is also locked" if c.name in held
+            else "it is coupled by a CoordinateCouplerConstraint" if c.name in dependent
+            else f"closed loops make it dependent ({loop_dependent[c.name]})"
+            if c.name in loop_dependent
+            else "it is a ball, free or ellipsoid joint's rotation (OpenSim's speed there is an"
+            " angular velocity)" if c.name in euler
+            else None
+        )  # fmt: skip
+        if why is not None:
+            refuse(P.where(f"{what}: not supported: {why}"))
+            continue
+        names.append(c.name)
+        indices.append(model.coordinate_names.index(c.name))
+        functions.append(c.prescribed)
+    if not names:
+        return model, ()
+    order = np.argsort(indices)
+    pc = PrescribedCoordinates([indices[k] for k in order], [functions[k] for k in order])
+    model = eqx.tree_at(lambda m: m.prescribed, model, pc, is_leaf=lambda x: x is None)
+    return model, tuple(names)
 
 
 def _names(source: str | tuple[str, ...]) -> tuple[str, ...]:
