@@ -23,8 +23,10 @@ def _inertia(rng) -> np.ndarray:
 
 def coordinate4(name, rng_=(-2.0, 2.0), default=0.0, prescribed=None, locked=False) -> str:
     """A 4.x ``<Coordinate>``; ``prescribed``: the text of an OpenSim function element."""
-    pf = f"<prescribed_function>{prescribed}</prescribed_function>" if prescribed else (
-        "<prescribed_function />"
+    pf = (
+        f"<prescribed_function>{prescribed}</prescribed_function>"
+        if prescribed
+        else ("<prescribed_function />")
     )
     return (
         f'<Coordinate name="{name}"><default_value>{default}</default_value>'
@@ -125,4 +127,19 @@ def model3(joints: list[dict], seed: int = 0, name: str = "written3") -> str:
         f'<Model name="{name}"><gravity>0 -9.80665 0</gravity>'
         f"<BodySet><objects>{''.join(bodies)}</objects></BodySet>"
         "</Model></OpenSimDocument>\n"
+    )
+
+
+def transform_axis(name: str, axis, coordinates: str = "", function: str | None = None) -> str:
+    """A ``<TransformAxis>`` of a 3.0 CustomJoint; ``function``: the text of a function element
+    (default: identity of its one coordinate, or the constant 0 without one)."""
+    if function is None:
+        function = (
+            "<LinearFunction><coefficients>1 0</coefficients></LinearFunction>"
+            if coordinates
+            else "<Constant><value>0</value></Constant>"
+        )
+    return (
+        f'<TransformAxis name="{name}"><coordinates>{coordinates}</coordinates>'
+        f"<axis>{_v(axis)}</axis><function>{function}</function></TransformAxis>"
     )

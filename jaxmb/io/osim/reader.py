@@ -103,8 +103,9 @@ def read_osim(
         locked: ``"hold"`` (default, OpenSim's meaning): a locked coordinate is held at its
             default value by the joint map and is not one of the model's coordinates;
             ``"free"``: locked coordinates stay coordinates (the lock is ignored).
-        inertia: ``"opensim"`` (default): a 3.x file's ``inertia_xx`` … values rounded to 6
-            significant digits, as OpenSim 4.6's upgrade of the file does (so M is OpenSim's);
+        inertia: ``"opensim"`` (default): a 3.x file's ``inertia_xx`` … values and its joints'
+            locations and orientations (in parent and child) rounded to 6 significant digits, as
+            OpenSim 4.6's upgrade of the file does (so M and the poses are OpenSim's);
             ``"file"``: the numbers as written.
 
     Raises:
@@ -141,9 +142,27 @@ def read_osim(
         if cnames.count(n) > 1:
             raise OsimImportError(P.where(f"coordinate name {n!r} is used by two joints"))
 
-    # joints in tree order from the ground
+    # joints in tree order from the ground; a joint reached from its child's side (a 4.x
+    # document, e.g. OpenSim's upgrade of a reversed 3.x joint) runs reversed, as in OpenSim
+    order: list[JointSpec] = []
+    placed = {"ground"}
+    pending = list(joints)
+    while pending:
+        ready = [
+            j if j.parent in placed else j.flipped()
+            for j in pending
+            if j.parent in placed or j.child in placed
+        ]
+        if not ready:
+            raise OsimImportError(
+                P.where(f"joints {[j.name for j in pending]} are not connected to the ground")
+            )
+        names = {j.name for j in ready}
+        pending = [j for j in pending if j.name not in names]
+        order += ready
+        placed |= {j.child for j in ready}
     by_child: dict[str, JointSpec] = {}
-    for j in joints:
+    for j in order:
         if j.child == "ground":
             raise OsimImportError(P.where(f"{j.type} {j.name!r} moves the ground"))
         if j.child in by_child:
@@ -157,19 +176,14 @@ def read_osim(
     for b in bodies:
         if b not in by_child:
             raise OsimImportError(P.where(f"body {b!r} has no joint connecting it to the model"))
-    order: list[JointSpec] = []
-    placed = {"ground"}
-    pending = list(joints)
-    while pending:
-        ready = [j for j in pending if j.parent in placed]
-        if not ready:
+    for j in order:
+        if j.reversed and j.type in EULER_SPEED_JOINTS:
             raise OsimImportError(
-                P.where(f"joints {[j.name for j in pending]} are not connected to the ground")
+                P.where(
+                    f"{j.type} {j.name!r} is reversed: not supported (OpenSim's speeds of a"
+                    " reversed ball, free or ellipsoid joint are not its angles' rates)"
+                )
             )
-        for j in ready:
-            order.append(j)
-            placed.add(j.child)
-            pending.remove(j)
 
     # couplings
     couplings = P.couplings(cnames, refuse)
@@ -244,11 +258,12 @@ def read_osim(
     for j in order:
         pidx, T_parent = body_frames[j.parent]
         T = T_parent @ j.X_PF  # pending: OpenSim frame = jaxmb frame · T
-        moving = [a for a in j.axes if not a.function.is_constant]
+        axes = j.mobilizer_axes()
+        moving = [a for a in axes if not a.function.is_constant]
         body = bodies[j.child]
         last = moving[-1] if moving else None
         cur = pidx
-        for a in j.axes:
+        for a in axes:
             C, t = T[:3, :3], T[:3, 3]
             if a.function.is_constant:
                 # evaluated in numpy (its arrays as numpy): an eager JAX call compiles each time
