@@ -17,37 +17,18 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from reference.osim_documents import coordinate4, model4
+from reference.osim_documents import prescribed_chain
 
 import jaxmb as mb
 from jaxmb.dynamics import batched_forward_dynamics, prescribe_state
 from jaxmb.io.osim import OsimImportError, read_osim
 from jaxmb.model import ModelError
 
-SPLINE = "<SimmSpline><x>0 0.4 0.9 1.5 2</x><y>0.1 0.6 -0.3 0.4 0.2</y></SimmSpline>"
-CUBIC = "<PolynomialFunction><coefficients>0.3 -0.2 0.5 -0.4</coefficients></PolynomialFunction>"
-
-
-def chain(a=SPLINE, c=CUBIC, **kw) -> str:
-    return model4(
-        [
-            dict(type="PinJoint", name="j1", parent="ground", child="b1",
-                 coords=[coordinate4("a", prescribed=a, **kw)]),
-            dict(type="SliderJoint", name="j2", parent="b1", child="b2",
-                 coords=[coordinate4("b")]),
-            dict(type="PinJoint", name="j3", parent="b2", child="b3",
-                 coords=[coordinate4("c", prescribed=c)]),
-            dict(type="PinJoint", name="j4", parent="b3", child="b4",
-                 coords=[coordinate4("d")]),
-        ],
-        seed=1,
-    )  # fmt: skip
-
 
 @pytest.fixture(scope="module")
 def written(tmp_path_factory):
     p = tmp_path_factory.mktemp("prescribed") / "prescribed_chain.osim"
-    p.write_text(chain())
+    p.write_text(prescribed_chain())
     return p
 
 
@@ -131,9 +112,9 @@ def test_function_without_flag_or_flag_without_function_is_not_prescribed(tmp_pa
     """OpenSim 4.6: ``prescribed`` defaults to false, and true with an empty function is
     ignored (``Coordinate.isPrescribed`` is False in both; checked with OpenSim)."""
     p = tmp_path / "m.osim"
-    p.write_text(chain().replace("<prescribed>true</prescribed>", "", 1))
+    p.write_text(prescribed_chain().replace("<prescribed>true</prescribed>", "", 1))
     assert read_osim(p).prescribed == ("c",)
-    text = chain()
+    text = prescribed_chain()
     start = text.index("<prescribed_function><PolynomialFunction>")
     end = text.index("</prescribed_function>", start) + len("</prescribed_function>")
     p.write_text(text[:start] + "<prescribed_function />" + text[end:])
@@ -142,7 +123,7 @@ def test_function_without_flag_or_flag_without_function_is_not_prescribed(tmp_pa
 
 def test_what_cannot_be_prescribed_raises_naming_it(tmp_path):
     p = tmp_path / "locked.osim"
-    p.write_text(chain(locked=True))  # OpenSim 4.6 fails to assemble this model
+    p.write_text(prescribed_chain(locked=True))  # OpenSim 4.6 fails to assemble this model
     with pytest.raises(OsimImportError, match=r"Coordinate 'a' of joint 'j1'.*also locked") as e:
         read_osim(p)
     assert str(p) in str(e.value)
@@ -150,7 +131,7 @@ def test_what_cannot_be_prescribed_raises_naming_it(tmp_path):
         imp = read_osim(p, unsupported="warn")
     assert imp.prescribed == ("c",)
     p = tmp_path / "sine.osim"
-    p.write_text(chain(c="<Sine><amplitude>1</amplitude></Sine>"))
+    p.write_text(prescribed_chain(c="<Sine><amplitude>1</amplitude></Sine>"))
     with pytest.raises(OsimImportError, match=r"Coordinate 'c'.*prescribed_function.*'Sine'"):
         read_osim(p)
 

@@ -17,47 +17,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from reference.opensim_zoo import jaxmb_errors, opensim_reference
-from reference.osim_documents import coordinate3, coordinate4, model3, model4, transform_axis
+from reference.osim_documents import coordinate3, coordinate4, model3, model4, reversed_chain
 
 import jaxmb as mb
 from jaxmb.io.osim import OsimImportError, read_osim
 
 TARGET = dict(pose=1e-9, M=1e-8, G=1e-8, FD=1e-7)
-SPLINE = "<SimmSpline><x>-2 -1 0 1 2</x><y>-0.3 0.2 0.1 -0.4 0.5</y></SimmSpline>"
-CUSTOM = (
-    "<SpatialTransform>"
-    + transform_axis("rotation1", (0.3, 0.9, 0.1), "r", SPLINE)
-    + transform_axis("rotation2", (1, 0, 0), "s")
-    + transform_axis("rotation3", (0, 0, 1))
-    + transform_axis(
-        "translation1", (1, 0, 0), "s",
-        "<LinearFunction><coefficients>0.2 0.05</coefficients></LinearFunction>",
-    )
-    + transform_axis(
-        "translation2", (0, 1, 0), "r",
-        "<PolynomialFunction><coefficients>0.1 -0.05 0.02</coefficients></PolynomialFunction>",
-    )
-    + transform_axis("translation3", (0, 0, 1), "", "<Constant><value>0.07</value></Constant>")
-    + "</SpatialTransform>"
-)  # fmt: skip
-
-
-def reversed_chain(reverse=True) -> str:
-    return model3(
-        [
-            dict(type="PinJoint", name="j1", parent="ground", child="b1",
-                 coords=[coordinate3("a")]),
-            dict(type="CustomJoint", name="j2", parent="b1", child="b2",
-                 coords=[coordinate3("r"), coordinate3("s")], reverse=reverse, extra=CUSTOM),
-            dict(type="SliderJoint", name="j3", parent="b2", child="b3",
-                 coords=[coordinate3("t", "translational", (-0.3, 0.3))], reverse=reverse),
-            dict(type="PinJoint", name="j4", parent="b3", child="b4",
-                 coords=[coordinate3("d")], reverse=reverse),
-            dict(type="WeldJoint", name="j5", parent="b4", child="b5", coords=[],
-                 reverse=reverse),
-        ],
-        seed=5,
-    )  # fmt: skip
 
 
 @pytest.mark.slow  # 13 s, compiling four functions

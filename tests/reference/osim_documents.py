@@ -143,3 +143,64 @@ def transform_axis(name: str, axis, coordinates: str = "", function: str | None 
         f'<TransformAxis name="{name}"><coordinates>{coordinates}</coordinates>'
         f"<axis>{_v(axis)}</axis><function>{function}</function></TransformAxis>"
     )
+
+
+TIME_SPLINE = "<SimmSpline><x>0 0.4 0.9 1.5 2</x><y>0.1 0.6 -0.3 0.4 0.2</y></SimmSpline>"
+CUBIC = "<PolynomialFunction><coefficients>0.3 -0.2 0.5 -0.4</coefficients></PolynomialFunction>"
+
+
+def prescribed_chain(a=TIME_SPLINE, c=CUBIC, **kw) -> str:
+    """Pin a prescribed by ``a`` (a SimmSpline of time), slider b free, pin c prescribed by ``c``
+    (a cubic), pin d free; ``kw`` go to a's coordinate (e.g. ``locked=True``)."""
+    return model4(
+        [
+            dict(type="PinJoint", name="j1", parent="ground", child="b1",
+                 coords=[coordinate4("a", prescribed=a, **kw)]),
+            dict(type="SliderJoint", name="j2", parent="b1", child="b2",
+                 coords=[coordinate4("b")]),
+            dict(type="PinJoint", name="j3", parent="b2", child="b3",
+                 coords=[coordinate4("c", prescribed=c)]),
+            dict(type="PinJoint", name="j4", parent="b3", child="b4",
+                 coords=[coordinate4("d")]),
+        ],
+        seed=1,
+    )  # fmt: skip
+
+
+SPLINE = "<SimmSpline><x>-2 -1 0 1 2</x><y>-0.3 0.2 0.1 -0.4 0.5</y></SimmSpline>"
+CUSTOM = (
+    "<SpatialTransform>"
+    + transform_axis("rotation1", (0.3, 0.9, 0.1), "r", SPLINE)
+    + transform_axis("rotation2", (1, 0, 0), "s")
+    + transform_axis("rotation3", (0, 0, 1))
+    + transform_axis(
+        "translation1", (1, 0, 0), "s",
+        "<LinearFunction><coefficients>0.2 0.05</coefficients></LinearFunction>",
+    )
+    + transform_axis(
+        "translation2", (0, 1, 0), "r",
+        "<PolynomialFunction><coefficients>0.1 -0.05 0.02</coefficients></PolynomialFunction>",
+    )
+    + transform_axis("translation3", (0, 0, 1), "", "<Constant><value>0.07</value></Constant>")
+    + "</SpatialTransform>"
+)  # fmt: skip
+
+
+def reversed_chain(reverse=True) -> str:
+    """A 3.0 chain: a pin, then (reversed when ``reverse``) a CustomJoint of two coordinates
+    (spline, polynomial, linear and constant axes), a slider, a pin and a weld."""
+    return model3(
+        [
+            dict(type="PinJoint", name="j1", parent="ground", child="b1",
+                 coords=[coordinate3("a")]),
+            dict(type="CustomJoint", name="j2", parent="b1", child="b2",
+                 coords=[coordinate3("r"), coordinate3("s")], reverse=reverse, extra=CUSTOM),
+            dict(type="SliderJoint", name="j3", parent="b2", child="b3",
+                 coords=[coordinate3("t", "translational", (-0.3, 0.3))], reverse=reverse),
+            dict(type="PinJoint", name="j4", parent="b3", child="b4",
+                 coords=[coordinate3("d")], reverse=reverse),
+            dict(type="WeldJoint", name="j5", parent="b4", child="b5", coords=[],
+                 reverse=reverse),
+        ],
+        seed=5,
+    )  # fmt: skip
