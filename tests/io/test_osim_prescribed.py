@@ -21,6 +21,7 @@ from reference.osim_documents import prescribed_chain
 
 import jaxmb as mb
 from jaxmb.dynamics import batched_forward_dynamics, prescribe_state
+from jaxmb.io.model_file import ModelFileError
 from jaxmb.io.osim import OsimImportError, read_osim
 from jaxmb.model import ModelError
 
@@ -139,3 +140,8 @@ def test_what_cannot_be_prescribed_raises_naming_it(tmp_path):
 def test_batched_forward_dynamics_refuses_prescribed_coordinates(jm):
     with pytest.raises(ModelError, match="prescribed coordinates"):
         batched_forward_dynamics(jm, jnp.zeros((4, 2)), jnp.zeros((4, 2)))
+
+
+def test_model_file_refuses_prescribed_coordinates_rather_than_dropping_them(jm, tmp_path):
+    with pytest.raises(ModelFileError, match=r"prescribed coordinates \['a', 'c'\]"):
+        mb.io.save_model(jm, tmp_path / "m.json")
