@@ -21,6 +21,11 @@ A model jaxmb refuses is listed with the first error it raises. Each model runs 
 process (memory stays bounded on a shared machine). Run from the repository root::
 
     PYTHONPATH=$PWD python docs/make_osim_coverage.py [--poses 2] [--markdown] [model ...]
+
+Besides the stored models, two documents the tests write (``tests/reference/osim_documents.py``):
+a 4.x chain with coordinates prescribed as functions of time (compared at t = 0, where OpenSim's
+``realizeAcceleration`` gives them their functions' accelerations), and a 3.0 chain of reversed
+joints. ``--json FILE`` saves the rows; ``--render FILE ...`` prints the table of saved rows.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import argparse
 import json
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -43,6 +49,13 @@ from reference.opensim_zoo import (  # noqa: E402
     model_speed,
     opensim_reference,
 )
+from reference.osim_documents import prescribed_chain, reversed_chain  # noqa: E402
+
+# documents no stored model covers, written by the tests' own writers (tests/reference)
+WRITTEN = {
+    "prescribed_chain (written, 4.x)": prescribed_chain,
+    "reversed_joints (written, 3.0)": reversed_chain,
+}
 
 # --------------------------------------------------------------------------------------------
 # driver
@@ -50,8 +63,13 @@ from reference.opensim_zoo import (  # noqa: E402
 
 
 def one(key: str, n_poses: int, seed: int, lengths: bool = True) -> dict:
-    fname, phantoms = MODELS[key]
-    path = DATA / fname
+    if key in WRITTEN:
+        path = Path(tempfile.mkdtemp()) / "written.osim"
+        path.write_text(WRITTEN[key]())
+        phantoms = ()
+    else:
+        fname, phantoms = MODELS[key]
+        path = DATA / fname
     t0 = time.time()
     ref = opensim_reference(
         path, phantoms, n_poses, seed, speed=model_speed(key),
@@ -112,14 +130,22 @@ def table(rows, markdown: bool) -> str:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("models", nargs="*", default=list(MODELS))
+    ap.add_argument("models", nargs="*", default=list(MODELS) + list(WRITTEN))
     ap.add_argument("--poses", type=int, default=2)
     ap.add_argument("--seed", type=int, default=20)
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--json", type=Path, default=None, help="also write the rows here")
     ap.add_argument("--skip-lengths", action="store_true", help="no muscle lengths (fast)")
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--render", type=Path, nargs="+", default=None,
+        help="print the table of rows saved by --json (several runs, in order) and stop",
+    )  # fmt: skip
     a = ap.parse_args(argv)
+    if a.render:
+        rows = [r for f in a.render for r in json.loads(f.read_text())]
+        print(table(rows, a.markdown))
+        return
     if a.one:
         print(json.dumps(one(a.models[0], a.poses, a.seed, not a.skip_lengths)))
         return

@@ -121,6 +121,8 @@ class Model(eqx.Module):
         muscles: musculotendon units (or ``None``).
         points: named points ``{name: NamedPoint(body index, (3,) position in body frame)}``.
         name: model name (static).
+        prescribed: ``None``, or the coordinates that follow functions of time
+            (:class:`jaxmb.dynamics.prescribed.PrescribedCoordinates`).
     """
 
     parent: tuple[int, ...] = eqx.field(static=True)
@@ -140,6 +142,7 @@ class Model(eqx.Module):
     muscles: Any = None
     points: dict = eqx.field(default_factory=dict)
     name: str = eqx.field(static=True, default="model")
+    prescribed: Any = None
 
     @property
     def nb(self) -> int:

@@ -11,6 +11,7 @@ from .lagrangian import (
     referee_poses,
 )
 from .premodel import PremodelDynamics, premodel_dynamics
+from .prescribed import PrescribedCoordinates, prescribe_state
 from .terms import (
     METHODS,
     applied_forces,

@@ -32,6 +32,7 @@ from ..model import Model, check_coordinate_vectors
 from .closed_form import closed_form_terms
 from .lagrangian import lagrangian_bias_forces, lagrangian_gravity_forces, lagrangian_mass_matrix
 from .per_state import tree_terms
+from .prescribed import prescribed_solve
 from .tree import batch_last_kinematics, joint_space_terms, projected_terms
 
 __all__ = [
@@ -134,11 +135,17 @@ def try_forward_dynamics(model: Model, q, qd, tau=None, t=0.0):
     (no check raised: the ODE driver reports where it happened).
 
     One joint-map evaluation and one pose pass (:func:`jaxmb.kinematics.tree_kinematics`) serve
-    the equations of motion and every force element.
+    the equations of motion and every force element. Prescribed coordinates
+    (``model.prescribed``) take their functions' accelerations and the others solve
+    ``M_FF q̈_F = rhs_F − M_FP q̈_P`` (:mod:`jaxmb.dynamics.prescribed`).
     """
     kin = tree_kinematics(model, q)
     M, h_minus_G, _ = projected_terms(model, kin, qd, fold_gravity=True)
     rhs = applied_forces_from(model, kin, qd, t) + _tau_vector(model, tau, q, qd, t) - h_minus_G
+    if model.prescribed is not None:
+        solve = lambda A, b: cholesky_solve_bm(A[..., None], b[:, None])[:, 0]
+        qdd = prescribed_solve(model.prescribed, M, rhs, t, solve)
+        return qdd, jnp.all(jnp.isfinite(qdd))
     qdd = cholesky_solve_bm(M[..., None], rhs[:, None])[:, 0]
     return qdd, jnp.all(jnp.isfinite(qdd))
 
@@ -156,12 +163,14 @@ def forward_dynamics(
         model: the model; its own ``forces`` are always applied.
         q, qd: (nq,) state.
         tau: extra generalized force, (nq,) array, ``None`` (zero) or a callable ``tau(t, q, q̇)``.
-        t: time (s), passed to time-dependent force elements.
+        t: time (s), passed to time-dependent force elements and prescribed coordinates.
 
     Returns:
-        (nq,) generalized accelerations. Raises (through ``equinox.error_if``) when the result is
-        not finite, which means M is singular (a coordinate that moves no mass) or the state is not
-        finite.
+        (nq,) generalized accelerations; a prescribed coordinate's is its function's second
+        derivative at t, the others' follow from the state as given (q and q̇ of prescribed
+        coordinates are not overwritten, as in OpenSim's ``realizeAcceleration``). Raises
+        (through ``equinox.error_if``) when the result is not finite, which means M is singular
+        (a coordinate that moves no mass) or the state is not finite.
     """
     check_coordinate_vectors(model, "forward_dynamics", q=q, qd=qd, tau=tau)
     qdd, ok = try_forward_dynamics(model, q, qd, tau, t)

@@ -673,6 +673,11 @@ def batched_forward_dynamics(
             f"batched_forward_dynamics: model {model.name!r} has muscles; use "
             "jaxmb.dynamics.forward_dynamics with vmap"
         )
+    if model.prescribed is not None:
+        raise ModelError(
+            f"batched_forward_dynamics: model {model.name!r} has prescribed coordinates; use "
+            "jaxmb.dynamics.forward_dynamics with vmap"
+        )
     M, N, G = equations_of_motion_bm(model, q, qd, True, identity_map)
     rhs = G - N
     if model.forces:

@@ -38,7 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ..dynamics import forward_dynamics
+from ..dynamics import forward_dynamics, prescribe_state
 from ..model import Model
 from .geometry import lengths_and_moment_arms
 from .paths import MuscleParameters
@@ -282,6 +282,7 @@ def musculoskeletal_rhs(
 
     def rhs(t, y, args=None):
         q, qd, a = y[:nq], y[nq : 2 * nq], y[2 * nq : 2 * nq + nm]
+        q, qd = prescribe_state(model, q, qd, t)  # prescribed coordinates on their functions
         lmt, R = lengths_and_moment_arms(model, q)  # one evaluation of the paths
         if tendon == "rigid":
             F = rigid_tendon_force(p, a, lmt, -R.T @ qd)

@@ -33,6 +33,7 @@ import optimistix as optx
 from jaxtyping import Array, Float
 
 from ..dynamics import batched_forward_dynamics, try_forward_dynamics
+from ..dynamics.prescribed import prescribe_state
 from ..model import Model
 from .checks import check_max_steps, check_run_arguments, check_time_span
 from .compiled_call import compiled_solve, split_model, split_options, split_tree
@@ -93,6 +94,8 @@ def ode_rhs(model: Model, tau=None) -> Callable:
 
     def rhs(t, y, args):
         q, qd = y
+        # prescribed coordinates on their functions of time, as OpenSim's integrators put them
+        q, qd = prescribe_state(model, q, qd, t)
         qdd, _ = try_forward_dynamics(model, q, qd, tau, t)
         return qd, qdd
 
@@ -156,6 +159,11 @@ def _solve(
     )
     (ts_out, t_end), (ys, y_end) = sol.ts, sol.ys
     q, qd, q_end, qd_end = ys[:, :nq], ys[:, nq:], y_end[:, :nq], y_end[:, nq:]
+    if model.prescribed is not None:  # the integrated q_p drifts by the tolerance: report g(t)
+        q, qd = jax.vmap(lambda a, b, t: prescribe_state(model, a, b, t))(q, qd, ts_out)
+        q_end, qd_end = jax.vmap(lambda a, b, t: prescribe_state(model, a, b, t))(
+            q_end, qd_end, t_end
+        )
     stats = {
         k: jnp.asarray(sol.stats[k])
         for k in ("num_steps", "num_accepted_steps", "num_rejected_steps")

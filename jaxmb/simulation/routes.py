@@ -46,6 +46,8 @@ def _fit(model: Model) -> tuple[PremodelDynamics | None, str, float]:
         why = f"nq = {model.nq} (the premodel is for one-coordinate models)"
     elif model.muscles is not None and len(getattr(model.muscles, "names", ())) > 0:
         why = "the model has muscles"
+    elif model.prescribed is not None:
+        why = "the model has prescribed coordinates (functions of time)"
     elif periods is None or periods[0] is None:
         why = f"joint map {type(model.joint_map).__name__} declares no period"
     elif any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(model)):

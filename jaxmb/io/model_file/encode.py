@@ -264,6 +264,12 @@ def model_to_dict(model: Model) -> dict:
     naming the element that cannot be written)."""
     if not isinstance(model, Model):
         raise ModelFileError(f"expected a jaxmb Model, got {type(model).__name__}")
+    if model.prescribed is not None:  # not in the format yet: refuse rather than drop them
+        names = [model.coordinate_names[i] for i in model.prescribed.indices]
+        raise ModelFileError(
+            f"model {model.name!r}: prescribed coordinates {names} cannot be written (the model"
+            " file format has no functions of time yet)"
+        )
     bodies = []
     axd, axt = np.asarray(model.axis_d), np.asarray(model.axis_theta)
     d, th = np.asarray(model.d), np.asarray(model.theta)

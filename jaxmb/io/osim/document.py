@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ...math import AbstractFunction, Constant, LinearFunction, UnsupportedFunctionError
-from ...math.functions import EllipsoidSurfacePoint
+from ...math.functions import EllipsoidSurfacePoint, MultiplierFunction
 from .functions import parse_function
 from .xml import (
     FRAME_CONSTRAINTS,
@@ -106,7 +106,10 @@ class TransformAxisSpec:
 
 @dataclasses.dataclass
 class JointSpec:
-    """An OpenSim joint: ``X_GB = X_GP · X_PF · X_FM(q) · X_BM⁻¹`` with ``X_FM`` from ``axes``."""
+    """An OpenSim joint: ``X_GB = X_GP · X_PF · X_FM(q) · X_BM⁻¹`` with ``X_FM`` from ``axes``;
+    ``reversed``: the mobilizer runs from the child to the parent, ``X_GB = X_GP · X_PF ·
+    X_FM(q)⁻¹ · X_BM⁻¹`` (a 3.x ``<reverse>true</reverse>``, which OpenSim 4.6 upgrades by
+    swapping the joint's parent and child frames, so Simbody builds the mobilizer reversed)."""
 
     name: str
     type: str
@@ -116,6 +119,25 @@ class JointSpec:
     X_BM: np.ndarray  # child offset in the child body frame
     coordinates: list[OsimCoordinate]
     axes: list[TransformAxisSpec]
+    reversed: bool = False
+
+    def mobilizer_axes(self) -> list[TransformAxisSpec]:
+        """The axes in the order they act from the parent: ``axes``, or for a reversed joint
+        ``X_FM⁻¹``'s: the axes in reverse order, each by minus its function."""
+        if not self.reversed:
+            return list(self.axes)
+        return [
+            dataclasses.replace(a, function=MultiplierFunction(a.function, -1.0))
+            for a in reversed(self.axes)
+        ]
+
+    def flipped(self) -> JointSpec:
+        """The same joint seen from its child (a 4.x joint whose child frame is nearer the
+        ground: OpenSim's tree runs through it reversed)."""
+        return dataclasses.replace(
+            self, parent=self.child, child=self.parent, X_PF=self.X_BM, X_BM=self.X_PF,
+            reversed=not self.reversed,
+        )  # fmt: skip
 
 
 class OsimDocument:
@@ -201,9 +223,18 @@ class OsimDocument:
         if mt is not None:
             rotational = mt.strip().lower() == "rotational"
         rng = child_vector(c, "range", 2, w, default=(-np.pi, np.pi))
-        if c.find("prescribed_function") is not None and len(c.find("prescribed_function")):
-            if child_flag(c, "prescribed", default=self.v4):
-                raise OsimImportError(f"{w}: prescribed coordinates are not supported")
+        # OpenSim 4.6 prescribes a coordinate when <prescribed> is true (default false, 3.x and
+        # 4.x alike) and <prescribed_function> holds a function; otherwise the function is unused
+        prescribed = None
+        pf = c.find("prescribed_function")
+        if pf is not None and len(pf) and child_flag(c, "prescribed", default=False):
+            inner = [e for e in pf if isinstance(e.tag, str)]
+            if len(inner) != 1:
+                raise OsimImportError(f"{w}: <prescribed_function> must hold one function")
+            try:
+                prescribed = parse_function(inner[0], f"{w} prescribed_function")
+            except UnsupportedFunctionError as e:
+                raise OsimImportError(str(e)) from None
         return OsimCoordinate(
             name=name,
             joint=joint,
@@ -212,6 +243,7 @@ class OsimDocument:
             range=(float(rng[0]), float(rng[1])),
             locked=child_flag(c, "locked"),
             clamped=child_flag(c, "clamped"),
+            prescribed=prescribed,
         )
 
     # ---- frames (4.x) --------------------------------------------------------------------
@@ -381,8 +413,10 @@ class OsimDocument:
                     f" (supported: {', '.join(SUPPORTED_JOINTS)})"
                 )
             )
-        if child_flag(j, "reverse"):
-            raise OsimImportError(self.where(f"{j.tag} {j.get('name')!r}: reverse joints"))
+        if self.v4 and child_flag(j, "reverse"):  # OpenSim 4.6 has no such property
+            raise OsimImportError(
+                self.where(f"{j.tag} {j.get('name')!r}: <reverse> in a 4.x document")
+            )
 
     def _joint_body(self, jname, jtype, coords, st, j=None):
         """Axes of a joint type in the order they act (``j``: the joint's element, for an
@@ -456,20 +490,23 @@ class OsimDocument:
         parent = child_text(j, "parent_body")
         if parent is None or (parent not in body_names and parent != "ground"):
             raise OsimImportError(f"{w}: unknown parent body {parent!r}")
-        X_PF = homogeneous(
-            body_fixed_xyz(child_vector(j, "orientation_in_parent", 3, w, default=(0, 0, 0))),
-            child_vector(j, "location_in_parent", 3, w, default=(0, 0, 0)),
-        )
-        X_BM = homogeneous(
-            body_fixed_xyz(child_vector(j, "orientation", 3, w, default=(0, 0, 0))),
-            child_vector(j, "location", 3, w, default=(0, 0, 0)),
-        )
+
+        def vec(tag):
+            v = child_vector(j, tag, 3, w, default=(0, 0, 0))
+            # OpenSim 4.6's upgrade turns these into offset frames written with 6 significant
+            # digits, as it does the inertia (measured: 0.07805411987 becomes 0.0780541)
+            return np.array([float(f"{x:.6g}") for x in v]) if self.opensim_inertia_digits else v
+
+        X_PF = homogeneous(body_fixed_xyz(vec("orientation_in_parent")), vec("location_in_parent"))
+        X_BM = homogeneous(body_fixed_xyz(vec("orientation")), vec("location"))
         self._has_mt = True
         coords = [
             self._coordinate(c, jname, None) for c in j.findall("CoordinateSet/objects/Coordinate")
         ]
         axes, coords = self._joint_body(jname, j.tag, coords, j.find("SpatialTransform"), j)
-        return JointSpec(jname, j.tag, parent, child, X_PF, X_BM, coords, axes)
+        return JointSpec(
+            jname, j.tag, parent, child, X_PF, X_BM, coords, axes, child_flag(j, "reverse")
+        )
 
     # ---- constraints -------------------------------------------------------------------------
     def couplings(self, coord_names: list[str], refuse=None):

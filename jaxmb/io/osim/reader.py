@@ -25,10 +25,13 @@ CoordinateCouplerConstraints are folded into the joint map: a dependent coordina
 ``scale · g(independent)``, so the model's q are OpenSim's independent coordinates, in OpenSim's
 order, with OpenSim's names. Weld, Point, PointOnLine and ConstantDistance constraints close loops:
 :func:`~jaxmb.io.osim.loops.closed_loops` makes as many coordinates dependent as they have
-equations, solved by Newton inside JAX (an :class:`~jaxmb.joint_maps.ImplicitMap`). Locked coordinates stay coordinates and are listed in
-:attr:`OsimImport.locked`. Anything else (another joint type, a function type jaxmb cannot evaluate,
-another constraint type, a reversed joint, a multivariate coupling) raises :class:`OsimImportError`
-naming the element and its type.
+equations, solved by Newton inside JAX (an :class:`~jaxmb.joint_maps.ImplicitMap`). Locked
+coordinates are held at their values by the joint map and listed in :attr:`OsimImport.locked`.
+Prescribed coordinates (``prescribed_function``) stay coordinates whose motion follows their
+function of time in ``forward_dynamics`` and ``simulate`` (``model.prescribed``, listed in
+:attr:`OsimImport.prescribed`). Anything else (another joint type, a function type jaxmb cannot
+evaluate, another constraint type) raises :class:`OsimImportError` naming the element and its
+type.
 
 Muscles are read into plain data (:func:`osim_muscle_specs`): path points (PathPoint,
 ConditionalPathPoint, MovingPathPoint with their functions), each muscle's PathWrapSet (wrap object,
@@ -52,6 +55,7 @@ import equinox as eqx
 import jax
 import numpy as np
 
+from ...dynamics.prescribed import PrescribedCoordinates
 from ...joint_maps import OsimJointMap
 from ...math import AbstractFunction, Constant
 from ...math.functions import as_array
@@ -99,8 +103,9 @@ def read_osim(
         locked: ``"hold"`` (default, OpenSim's meaning): a locked coordinate is held at its
             default value by the joint map and is not one of the model's coordinates;
             ``"free"``: locked coordinates stay coordinates (the lock is ignored).
-        inertia: ``"opensim"`` (default): a 3.x file's ``inertia_xx`` … values rounded to 6
-            significant digits, as OpenSim 4.6's upgrade of the file does (so M is OpenSim's);
+        inertia: ``"opensim"`` (default): a 3.x file's ``inertia_xx`` … values and its joints'
+            locations and orientations (in parent and child) rounded to 6 significant digits, as
+            OpenSim 4.6's upgrade of the file does (so M and the poses are OpenSim's);
             ``"file"``: the numbers as written.
 
     Raises:
@@ -137,9 +142,27 @@ def read_osim(
         if cnames.count(n) > 1:
             raise OsimImportError(P.where(f"coordinate name {n!r} is used by two joints"))
 
-    # joints in tree order from the ground
+    # joints in tree order from the ground; a joint reached from its child's side (a 4.x
+    # document, e.g. OpenSim's upgrade of a reversed 3.x joint) runs reversed, as in OpenSim
+    order: list[JointSpec] = []
+    placed = {"ground"}
+    pending = list(joints)
+    while pending:
+        ready = [
+            j if j.parent in placed else j.flipped()
+            for j in pending
+            if j.parent in placed or j.child in placed
+        ]
+        if not ready:
+            raise OsimImportError(
+                P.where(f"joints {[j.name for j in pending]} are not connected to the ground")
+            )
+        names = {j.name for j in ready}
+        pending = [j for j in pending if j.name not in names]
+        order += ready
+        placed |= {j.child for j in ready}
     by_child: dict[str, JointSpec] = {}
-    for j in joints:
+    for j in order:
         if j.child == "ground":
             raise OsimImportError(P.where(f"{j.type} {j.name!r} moves the ground"))
         if j.child in by_child:
@@ -153,19 +176,14 @@ def read_osim(
     for b in bodies:
         if b not in by_child:
             raise OsimImportError(P.where(f"body {b!r} has no joint connecting it to the model"))
-    order: list[JointSpec] = []
-    placed = {"ground"}
-    pending = list(joints)
-    while pending:
-        ready = [j for j in pending if j.parent in placed]
-        if not ready:
+    for j in order:
+        if j.reversed and j.type in EULER_SPEED_JOINTS:
             raise OsimImportError(
-                P.where(f"joints {[j.name for j in pending]} are not connected to the ground")
+                P.where(
+                    f"{j.type} {j.name!r} is reversed: not supported (OpenSim's speeds of a"
+                    " reversed ball, free or ellipsoid joint are not its angles' rates)"
+                )
             )
-        for j in ready:
-            order.append(j)
-            placed.add(j.child)
-            pending.remove(j)
 
     # couplings
     couplings = P.couplings(cnames, refuse)
@@ -240,11 +258,12 @@ def read_osim(
     for j in order:
         pidx, T_parent = body_frames[j.parent]
         T = T_parent @ j.X_PF  # pending: OpenSim frame = jaxmb frame · T
-        moving = [a for a in j.axes if not a.function.is_constant]
+        axes = j.mobilizer_axes()
+        moving = [a for a in axes if not a.function.is_constant]
         body = bodies[j.child]
         last = moving[-1] if moving else None
         cur = pidx
-        for a in j.axes:
+        for a in axes:
             C, t = T[:3, :3], T[:3, 3]
             if a.function.is_constant:
                 # evaluated in numpy (its arrays as numpy): an eager JAX call compiles each time
@@ -337,11 +356,16 @@ def read_osim(
         for c in j.coordinates[:3]
     }
     coupled = {c[1]: (c[0], c[2]) for c in coupling_order}
+    model, prescribed = _prescribed(
+        P, model, coords, refuse, held=[cnames[i] for i in held], dependent=dep_names,
+        loop_dependent=loop_dependent, euler=euler,
+    )  # fmt: skip
     imp = OsimImport(
         model=model,
         coordinates=tuple(coords),
         coupled=coupled,
         locked=tuple(c.name for c in coords if c.locked),
+        prescribed=prescribed,
         left_out=tuple(left_out),
         euler_rotations=tuple(c.name for c in coords if c.name in euler),
         constrained=loop_dependent,
@@ -363,6 +387,40 @@ def read_osim(
             stacklevel=2,
         )
     return dataclasses.replace(imp, model=model, left_out=tuple(left_out))
+
+
+def _prescribed(P, model, coords, refuse, *, held, dependent, loop_dependent, euler):
+    """The model with its prescribed coordinates (OpenSim's ``prescribed_function``) as
+    :class:`~jaxmb.dynamics.PrescribedCoordinates`, and their names. A prescribed coordinate
+    that is held by a lock (OpenSim cannot assemble that), coupled, made dependent by a loop, or
+    a ball/free/ellipsoid rotation (whose OpenSim speed is an angular velocity, not the rate
+    its function gives) is refused, naming it."""
+    names, indices, functions = [], [], []
+    for c in coords:
+        if c.prescribed is None:
+            continue
+        what = f"Coordinate {c.name!r} of joint {c.joint!r} (prescribed)"
+        why = (
+            "it is also locked" if c.name in held
+            else "it is coupled by a CoordinateCouplerConstraint" if c.name in dependent
+            else f"closed loops make it dependent ({loop_dependent[c.name]})"
+            if c.name in loop_dependent
+            else "it is a ball, free or ellipsoid joint's rotation (OpenSim's speed there is an"
+            " angular velocity)" if c.name in euler
+            else None
+        )  # fmt: skip
+        if why is not None:
+            refuse(P.where(f"{what}: not supported: {why}"))
+            continue
+        names.append(c.name)
+        indices.append(model.coordinate_names.index(c.name))
+        functions.append(c.prescribed)
+    if not names:
+        return model, ()
+    order = np.argsort(indices)
+    pc = PrescribedCoordinates([indices[k] for k in order], [functions[k] for k in order])
+    model = eqx.tree_at(lambda m: m.prescribed, model, pc, is_leaf=lambda x: x is None)
+    return model, tuple(names)
 
 
 def _names(source: str | tuple[str, ...]) -> tuple[str, ...]:

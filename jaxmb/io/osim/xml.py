@@ -196,7 +196,9 @@ def unit_axis(v, where) -> np.ndarray:
 
 @dataclasses.dataclass(frozen=True)
 class OsimCoordinate:
-    """An OpenSim coordinate. ``rotational`` (rad) or translational (m); ``range`` (2,)."""
+    """An OpenSim coordinate. ``rotational`` (rad) or translational (m); ``range`` (2,);
+    ``prescribed``: ``None``, or the function of time (s) its value follows (OpenSim's
+    ``prescribed_function`` with ``prescribed`` true)."""
 
     name: str
     joint: str
@@ -205,6 +207,7 @@ class OsimCoordinate:
     range: tuple[float, float]
     locked: bool
     clamped: bool
+    prescribed: Any = None
 
 
 #: OpenSim's constraints between body frames, read as :class:`FrameConstraintSpec` kinds.
@@ -328,6 +331,7 @@ class OsimImport:
             :meth:`speeds_from_rates`).
         constrained: ``{coordinate: constraint names}`` of the coordinates that closed loops
             (Weld, Point, PointOnLine, ConstantDistance constraints) make dependent.
+        prescribed: the coordinates whose motion follows a function of time (``model.prescribed``).
     """
 
     model: Model
@@ -343,6 +347,7 @@ class OsimImport:
     left_out: tuple[str, ...] = ()
     euler_rotations: tuple[str, ...] = ()
     constrained: dict[str, str] = dataclasses.field(default_factory=dict)
+    prescribed: tuple[str, ...] = ()
 
     def point_in_model(self, body: str, location) -> tuple[int, np.ndarray]:
         """``(jaxmb body index, position in that body's frame)`` of a point on an OpenSim body."""
