@@ -30,7 +30,7 @@ from reference.opensim_zoo import (
 
 import jaxmb as mb
 from jaxmb.io.osim import OsimImportError, read_osim
-from jaxmb.io.osim.document import osim_xml
+from jaxmb.io.osim.xml import osim_xml
 
 OSIM = DATA / "osim"
 ZOO = OSIM / "zoo"

@@ -13,6 +13,7 @@ transforms are (4, 4) homogeneous matrices ``[[R, p], [0, 1]]`` with ``x_parent 
 from __future__ import annotations
 
 import dataclasses
+import re
 import xml.etree.ElementTree as ET
 from typing import Any
 
@@ -25,6 +26,8 @@ from ...model import Model, ModelError
 
 __all__ = [
     "OsimImportError",
+    "osim_xml",
+    "JOINT_AXES",
     "OsimCoordinate",
     "OsimImport",
     "PathPointSpec",
@@ -73,6 +76,41 @@ SUPPORTED_WRAPS = ("WrapCylinder", "WrapEllipsoid", "WrapSphere", "WrapTorus")
 # OpenSim's PathWrap methods; "hybrid" is the default and the only one all wrap types share
 SUPPORTED_WRAP_METHODS = ("hybrid",)
 
+# Joint types as a sequence of axes in the joint frame F, in the order they act (translations
+# along F's axes first, then body-fixed rotations), each ``(kind, axis, index of the coordinate
+# in the joint's coordinate list)``. Simbody's mobilizers: Pin (rotation about z), Slider
+# (translation along x), Universal (x then the new y), Gimbal and Ball (body-fixed X-Y-Z; for the
+# ball OpenSim's coordinates are these Euler angles of its quaternion), Free (translation in F, then
+# the ball's rotation), Planar (translation x, y in F, then rotation about z).
+_X, _Y, _Z = (1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0)
+JOINT_AXES = {
+    "PinJoint": (("rotation", _Z, 0),),
+    "SliderJoint": (("translation", _X, 0),),
+    "UniversalJoint": (("rotation", _X, 0), ("rotation", _Y, 1)),
+    "GimbalJoint": (("rotation", _X, 0), ("rotation", _Y, 1), ("rotation", _Z, 2)),
+    "BallJoint": (("rotation", _X, 0), ("rotation", _Y, 1), ("rotation", _Z, 2)),
+    "FreeJoint": (
+        ("translation", _X, 3),
+        ("translation", _Y, 4),
+        ("translation", _Z, 5),
+        ("rotation", _X, 0),
+        ("rotation", _Y, 1),
+        ("rotation", _Z, 2),
+    ),
+    "PlanarJoint": (("translation", _X, 1), ("translation", _Y, 2), ("rotation", _Z, 0)),
+    "WeldJoint": (),
+    # the translations are functions of the first two rotations (EllipsoidSurfacePoint); listed
+    # here with the first rotation as a placeholder, replaced in OsimDocument._joint_body
+    "EllipsoidJoint": (
+        ("translation", _X, 0),
+        ("translation", _Y, 0),
+        ("translation", _Z, 0),
+        ("rotation", _X, 0),
+        ("rotation", _Y, 1),
+        ("rotation", _Z, 2),
+    ),
+}
+
 
 class OsimImportError(ModelError):
     """An .osim element jaxmb cannot import; the message names the element, its type and file."""
@@ -81,6 +119,17 @@ class OsimImportError(ModelError):
 # --------------------------------------------------------------------------------------------
 # small XML and geometry helpers
 # --------------------------------------------------------------------------------------------
+
+
+# OpenSim writes a property of a base class as ``<Class::property>`` (e.g.
+# ``<HuntCrossleyForce::ContactParametersSet>``): not a well-formed XML name, read by OpenSim as
+# ``<property>``. The text is rewritten the same way before parsing.
+_SCOPED_TAG = re.compile(rb"<(/?)[A-Za-z_][A-Za-z0-9_]*::")
+
+
+def osim_xml(text: bytes) -> bytes:
+    """An ``.osim`` document's bytes with OpenSim's ``<Class::tag>`` spelling read as ``<tag>``."""
+    return _SCOPED_TAG.sub(rb"<\1", text)
 
 
 def child_text(el: ET.Element | None, tag: str, default: str | None = None) -> str | None:
