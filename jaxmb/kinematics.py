@@ -297,6 +297,21 @@ def world_poses(model: Model, f: Float[Array, "nj B"]):
     o = model.axis_d.astype(dtype).T[:, :, None] * dist[None]  # (3, nb, B), local
     eye = jnp.eye(3, dtype=dtype)[:, :, None, None]
     par = np.where(np.asarray(model.parent) < 0, nb, np.asarray(model.parent))
+    if B == 1:
+        # one state: each step composes the 3×4 [R | o] with the parent's as one product with
+        # the 4×4 homogeneous form, so a step is one take and one fused multiply-sum; as R and o
+        # apart it is two of each (XLA:CPU kernels cost more than their arithmetic here: the
+        # shoulder's 14 bodies, 4 steps, 16 → 8 kernels)
+        T = jnp.concatenate([R, o[:, None]], axis=1)  # (3, 4, nb, 1)
+        ground = jnp.eye(3, 4, dtype=dtype)[:, :, None, None]
+        bottom = np.zeros((1, 4, nb, 1))
+        bottom[0, 3] = 1.0  # the homogeneous row (0, 0, 0, 1) of every body
+        bottom = jnp.asarray(bottom, dtype=dtype)
+        for ptr in jump_schedule(model.parent):
+            Tp = take_bodies(T, ptr, ground)  # parent-side transforms, ground = [1 | 0]
+            T = jnp.sum(Tp[:, :, None] * jnp.concatenate([T, bottom])[None], axis=1)
+        R, o = T[:, :3], T[:, 3]
+        return R, o, take_bodies(R, par, eye)
     for ptr in jump_schedule(model.parent):
         Rp, op = take_bodies(R, ptr, eye), take_bodies(o, ptr)
         R, o = keep(mm3(Rp, R)), keep(op + mv3(Rp, o))

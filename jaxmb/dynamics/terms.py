@@ -141,7 +141,14 @@ def try_forward_dynamics(model: Model, q, qd, tau=None, t=0.0):
     """
     kin = tree_kinematics(model, q)
     M, h_minus_G, _ = projected_terms(model, kin, qd, fold_gravity=True)
-    rhs = applied_forces_from(model, kin, qd, t) + _tau_vector(model, tau, q, qd, t) - h_minus_G
+    Q = applied_forces_from(model, kin, qd, t)
+    if getattr(tau, "reads_plant_terms", False):
+        # a controller bound to this plant (a computed torque, Eq. 200): its τ from this
+        # right-hand side's own M and N q̇ − G, no second pose and tree pass
+        tau_v = jnp.asarray(tau.from_plant_terms(t, q, qd, M, h_minus_G, Q))
+    else:
+        tau_v = _tau_vector(model, tau, q, qd, t)
+    rhs = Q + tau_v - h_minus_G
     if model.prescribed is not None:
         solve = lambda A, b: cholesky_solve_bm(A[..., None], b[:, None])[:, 0]
         qdd = prescribed_solve(model.prescribed, M, rhs, t, solve)

@@ -21,6 +21,8 @@ dynamics, or Eq. 200 literally) is applied to the plant's forward dynamics in
 
 from __future__ import annotations
 
+import dataclasses
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -123,7 +125,7 @@ class ComputedTorque(eqx.Module):
         method: ``"rnea"`` (τ by one inverse-dynamics pass) or ``"eq200"`` (the block system).
     """
 
-    model: Model
+    model: Model | None
     K: Float[Array, " nq"]
     desired: eqx.Module
     method: str = eqx.field(static=True, default="rnea")
@@ -134,10 +136,33 @@ class ComputedTorque(eqx.Module):
         return qdd_des - 2.0 * self.K * (qd - qd_des) - self.K**2 * (q - q_des)
 
     def __call__(self, t, q, qd) -> Float[Array, " nq"]:
+        if self.model is None:
+            raise ValueError(
+                "this ComputedTorque is bound to its plant (model=None): it reads the plant's "
+                "M and N q̇ − G inside jaxmb.simulate; call the unbound controller instead"
+            )
         Qd = self.commanded(t, q, qd)
         if self.method == "eq200":
             return eq200_solve(self.model, q, qd, Qd, t)[1]
         return inverse_dynamics(self.model, q, qd, Qd, t)
+
+    def bind_plant(self, plant: Model) -> ComputedTorque:
+        """This controller reading the plant's own terms when its model *is* the plant (the
+        seed's Eq. 200: controller and plant share one M and N q̇ − G); else itself unchanged.
+        :func:`jaxmb.simulate` binds the ``tau`` it is given, so a right-hand side forms M and
+        N q̇ − G once (one pose pass, one tree pass) instead of a second pass for the torque."""
+        return dataclasses.replace(self, model=None) if self.model is plant else self
+
+    @property
+    def reads_plant_terms(self) -> bool:
+        """True when bound (:meth:`bind_plant`): τ comes from :meth:`from_plant_terms`."""
+        return self.model is None
+
+    def from_plant_terms(self, t, q, qd, M, h_minus_G, Q_applied) -> Float[Array, " nq"]:
+        """Eq. 200's second block row solved for τ with the plant's terms:
+        ``τ = M Q_d + (N q̇ − G) − Q_applied`` (N·m), M (nq, nq), the rest (nq,)."""
+        Qd = self.commanded(t, q, qd)
+        return jnp.sum(M * Qd, axis=1) + h_minus_G - Q_applied
 
 
 def computed_torque(model: Model, K, desired, method: str = "rnea") -> ComputedTorque:

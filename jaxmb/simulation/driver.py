@@ -350,6 +350,9 @@ def simulate(
     """
     check_max_steps(max_steps)
     pm, info = choose_route(model, route, tau)
+    bind = getattr(tau, "bind_plant", None)
+    if callable(bind):  # a controller of this very model shares its terms (Eq. 200)
+        tau = bind(model)
     pick = lambda pm: solver if solver != "auto" else ("tsit5" if pm is None else "dopri8")
     run = lambda pm: _run_solve(
         "simulate", _solve, model, q0, qd0, t0, t1, ts, dt0, rtol, atol, dtmin, tau, pick(pm),

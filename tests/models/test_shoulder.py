@@ -21,6 +21,7 @@ import pytest
 from helpers import DATA
 
 import jaxmb
+from jaxmb.dynamics import try_forward_dynamics
 from jaxmb.simulation import MinimumJerk, computed_torque, eq200_solve, simulate_tracking
 
 # the module, not the function jaxmb.models.shoulder of the same name
@@ -305,6 +306,29 @@ def test_computed_torque_eq200_equals_inverse_dynamics(degroot, poses):
         np.testing.assert_allclose(tau_block, tau, rtol=1e-12, atol=0)
         # the plant driven by τ accelerates as commanded
         np.testing.assert_allclose(plant, Qd, rtol=0, atol=1e-8)
+
+
+def test_computed_torque_bound_to_its_plant_shares_its_terms(degroot, poses):
+    """simulate binds a controller of its own model: τ from the right-hand side's M and
+    N q̇ − G (Eq. 200's second row) equals the controller's own inverse dynamics, and q̈ is the
+    plant's forward dynamics under that τ (independent routes: RNEA pass, Cholesky solve)."""
+    ctrl = computed_torque(degroot, K, _desired())
+    bound = ctrl.bind_plant(degroot)
+    assert bound.reads_plant_terms and not ctrl.reads_plant_terms
+    other = jaxmb.models.shoulder("mobl", muscles=False)
+    assert ctrl.bind_plant(other) is ctrl  # a controller of another model keeps its own terms
+    with pytest.raises(ValueError, match="bound to its plant"):
+        bound(0.1, jnp.asarray(poses[0]), jnp.zeros(3))
+    rng = np.random.default_rng(4)
+    for q in poses[:3]:
+        q, qd = jnp.asarray(q), jnp.asarray(rng.normal(size=3))
+        t = jnp.asarray(rng.random() * 2, dtype=jnp.float64)
+        qdd_bound, ok = try_forward_dynamics(degroot, q, qd, bound, t)
+        qdd_plain, _ = try_forward_dynamics(degroot, q, qd, ctrl, t)
+        assert bool(ok)
+        scale = np.abs(np.asarray(ctrl.commanded(t, q, qd))).max()
+        np.testing.assert_allclose(qdd_bound, qdd_plain, rtol=0, atol=1e-12 * scale)
+        np.testing.assert_allclose(qdd_bound, ctrl.commanded(t, q, qd), rtol=0, atol=1e-10 * scale)
 
 
 def test_computed_torque_rejects_bad_gains(degroot):
