@@ -159,7 +159,9 @@ def _solve(
     )
     (ts_out, t_end), (ys, y_end) = sol.ts, sol.ys
     q, qd, q_end, qd_end = ys[:, :nq], ys[:, nq:], y_end[:, :nq], y_end[:, nq:]
-    if model.prescribed is not None:  # the integrated q_p drifts by the tolerance: report g(t)
+    # the integrated q_p drifts by the tolerance: report g(t) (a premodel, whose solve gets no
+    # model, is never made for a model with prescribed coordinates)
+    if pm is None and model.prescribed is not None:
         q, qd = jax.vmap(lambda a, b, t: prescribe_state(model, a, b, t))(q, qd, ts_out)
         q_end, qd_end = jax.vmap(lambda a, b, t: prescribe_state(model, a, b, t))(
             q_end, qd_end, t_end
