@@ -162,10 +162,9 @@ def _solve(
     # the integrated q_p drifts by the tolerance: report g(t) (a premodel, whose solve gets no
     # model, is never made for a model with prescribed coordinates)
     if pm is None and model.prescribed is not None:
-        q, qd = jax.vmap(lambda a, b, t: prescribe_state(model, a, b, t))(q, qd, ts_out)
-        q_end, qd_end = jax.vmap(lambda a, b, t: prescribe_state(model, a, b, t))(
-            q_end, qd_end, t_end
-        )
+        on_functions = jax.vmap(lambda a, b, t: prescribe_state(model, a, b, t))
+        q, qd = on_functions(q, qd, ts_out)
+        q_end, qd_end = on_functions(q_end, qd_end, t_end)
     stats = {
         k: jnp.asarray(sol.stats[k])
         for k in ("num_steps", "num_accepted_steps", "num_rejected_steps")

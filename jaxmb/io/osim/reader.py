@@ -172,11 +172,6 @@ def read_osim(
                     f" {j.name!r}); closed loops are not supported"
                 )
             )
-        by_child[j.child] = j
-    for b in bodies:
-        if b not in by_child:
-            raise OsimImportError(P.where(f"body {b!r} has no joint connecting it to the model"))
-    for j in order:
         if j.reversed and j.type in EULER_SPEED_JOINTS:
             raise OsimImportError(
                 P.where(
@@ -184,6 +179,10 @@ def read_osim(
                     " reversed ball, free or ellipsoid joint are not its angles' rates)"
                 )
             )
+        by_child[j.child] = j
+    for b in bodies:
+        if b not in by_child:
+            raise OsimImportError(P.where(f"body {b!r} has no joint connecting it to the model"))
 
     # couplings
     couplings = P.couplings(cnames, refuse)
