@@ -60,6 +60,8 @@ from .kinematics import (  # noqa: E402
 )
 from .model import Body, Model, ModelError, build_model  # noqa: E402
 from .muscles import (  # noqa: E402
+    exact_paths,
+    fit_paths,
     lengths_and_moment_arms,
     moment_arms,
     muscle_lengths,

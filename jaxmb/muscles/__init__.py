@@ -1,7 +1,8 @@
 """Musculotendon paths and what they give: path points (:mod:`.points`), wrap objects, one file per
 shape (:mod:`.wrap`), musculotendon units and their validation (:mod:`.paths`), OpenSim's wrapping
 of one path (:mod:`.path_kernel`), lengths and moment arms of all muscles (:mod:`.geometry`),
-Hill-type muscles (:mod:`.hill`) and force sharing (:mod:`.sharing`).
+Hill-type muscles (:mod:`.hill`), force sharing (:mod:`.sharing`) and polynomial fits of the paths
+(:mod:`.path_fit`).
 """
 
 import importlib
@@ -31,6 +32,7 @@ from .hill import (
     tendon_force_length,
     tendon_length_from_force,
 )
+from .path_fit import FittedPaths, PathFitReport, exact_paths, fit_paths
 from .path_forces import Ligament, PathActuator, PathSpring, path_length_and_moment_arm
 from .paths import Muscle, MuscleParameters, MuscleSet, PathWrap, with_muscles
 from .points import (

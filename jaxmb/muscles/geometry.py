@@ -353,8 +353,11 @@ def muscle_lengths(model: Model, q: Float[Array, " nq"]) -> Float[Array, " nm"]:
     Batch over poses with ``jax.jit(jax.vmap(...))``: wrapped paths (OpenSim's segment choice, its
     multi-object passes, early-exit iterations) then run pose by pose inside the program, paths
     without wrap objects vectorize (module docstring). Differentiable in forward and reverse mode.
+    A model from :func:`~jaxmb.muscles.fit_paths` evaluates its polynomial paths instead.
     """
     ms = _muscle_set(model)
+    if ms.fit is not None:
+        return _nan_unless_finite(q, ms.fit.lengths(q))
     k = kinematics(model, q, second_order=False)
     A_ext = _poses_ext(model, k.A)
     L = jnp.zeros(len(ms.muscles), A_ext.dtype)
@@ -481,8 +484,12 @@ def lengths_and_moment_arms(
     """Path lengths L(q) (nm,) m and the moment-arm matrix R(q) (nq, nm) from one evaluation of the
     paths (the GMLAV's derivative pass also gives the lengths): what :func:`muscle_lengths` and
     :func:`moment_arms` return, at about the cost, and the compile time, of the latter alone.
+    A model from :func:`~jaxmb.muscles.fit_paths` evaluates its polynomial paths instead
+    (``method`` is then unused).
     """
     ms = _muscle_set(model)
+    if ms.fit is not None:
+        return _nan_unless_finite(q, *ms.fit.lengths_and_moment_arms(q))
     kin = kinematics(model, q, second_order=False)
     gamma, beta = moment_arm_terms(model, kin)
     E, Eh, R_mov, L = _gmlav(model, q, kin)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 from collections.abc import Sequence
+from typing import Any
 
 import equinox as eqx
 import jax
@@ -106,14 +107,18 @@ class Muscle(eqx.Module):
 
 
 class MuscleSet(eqx.Module):
-    """The musculotendon units of a model (``Model.muscles``); ``names`` is static."""
+    """The musculotendon units of a model (``Model.muscles``); ``names`` is static. ``fit``:
+    ``None`` (the exact paths), or the polynomial paths of :func:`~jaxmb.muscles.fit_paths`
+    (:class:`~jaxmb.muscles.path_fit.FittedPaths`), which lengths and moment arms then evaluate."""
 
     muscles: tuple
     names: tuple = eqx.field(static=True)
+    fit: Any = None
 
-    def __init__(self, muscles: Sequence[Muscle]):
+    def __init__(self, muscles: Sequence[Muscle], fit=None):
         self.muscles = tuple(muscles)
         self.names = tuple(m.name for m in self.muscles)
+        self.fit = fit
 
     @property
     def params(self) -> MuscleParameters:

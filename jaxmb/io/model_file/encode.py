@@ -310,6 +310,11 @@ def model_to_dict(model: Model) -> dict:
         ms = getattr(model.muscles, "muscles", None)
         if ms is None:
             raise ModelFileError("muscles: expected a jaxmb.muscles.MuscleSet")
+        if getattr(model.muscles, "fit", None) is not None:
+            raise ModelFileError(
+                "muscles: the model's paths are a fit (jaxmb.fit_paths), which the model file "
+                "does not hold; save jaxmb.exact_paths(model) and fit again after loading"
+            )
         out["muscles"] = [_enc_element(model, m, f"muscles[{k}]") for k, m in enumerate(ms)]
     return out
 
