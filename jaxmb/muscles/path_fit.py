@@ -12,8 +12,9 @@ optimization) then evaluates the polynomials. The fit is smooth where the exact 
 (a wrap switching on or off), which gradient-based optimizers need; the exact paths stay in the
 model and :func:`exact_paths` returns to them.
 
-The polynomials are sums of monomials of the coordinates scaled to [−1, 1] over the fitted
-ranges, of total degree ≤ d, evaluated from a table of powers and one small matrix product per
+The polynomials are tensor products of Chebyshev polynomials of the coordinates scaled to
+[−1, 1] over the fitted ranges, of total degree ≤ d (well conditioned: float32 evaluates them
+too), evaluated from a table of T_0 … T_d per coordinate and one small matrix product per
 group of muscles with the same number of coordinates and degree (the program grows with the
 groups, not the muscles). The fit is robust (Huber weights), so that the jumps of
 OpenSim's exact wrapped paths do not drag it off elsewhere; its error there is about half the
@@ -43,69 +44,76 @@ from .geometry import lengths_and_moment_arms
 from .paths import MuscleSet
 
 __all__ = [
+    "ChebyshevBasis",
     "FittedPaths",
-    "Monomials",
     "PathFitReport",
+    "chebyshev_basis",
     "derivative_coefficients",
     "exact_paths",
     "fit_paths",
-    "monomials",
 ]
 
 
-class Monomials:
-    """The monomials x^e of k variables with total degree ≤ d, e sorted by degree (``exponents``
-    (terms, k)). ``derivative[j]`` (terms,) is the index of x^(e − e_j) (0 where e_j = 0: the
-    coefficient e_j is then 0), so that ∂x^e/∂x_j = e_j · monomials[derivative[j]]."""
+class ChebyshevBasis:
+    """Tensor products of Chebyshev polynomials of k variables, T_e(x) = Π_j T_{e_j}(x_j), with
+    total degree Σ e_j ≤ d, e sorted by degree (``exponents`` (terms, k)). |T_e| ≤ 1 on
+    [−1, 1]^k, so that coefficients stay of the size of what they fit (no cancellation in float32,
+    unlike monomials). The derivative of such a polynomial is one of the same basis:
+    dT_n/dx = 2n Σ T_m over m = n−1, n−3, … ≥ 0 (T_0 counted once, not twice); ``derivative[j]``
+    holds that map for x_j as triplets (source term, target term, factor)."""
 
     def __init__(self, k: int, degree: int):
         rows = [e for e in itertools.product(range(degree + 1), repeat=k) if sum(e) <= degree]
         rows.sort(key=lambda e: (sum(e), e[::-1]))
         self.degree = degree
         self.exponents = np.asarray(rows, dtype=np.int64).reshape(-1, k)
-        where = {tuple(e): i for i, e in enumerate(rows)}
-        self.derivative = np.zeros((k, len(rows)), dtype=np.int64)
+        where = {e: i for i, e in enumerate(rows)}
+        self.derivative = []
         for j in range(k):
+            src, dst, fac = [], [], []
             for i, e in enumerate(rows):
-                if e[j]:
-                    self.derivative[j, i] = where[tuple(np.subtract(e, np.eye(k, dtype=int)[j]))]
+                n = e[j]
+                for m in range(n - 1, -1, -2):
+                    src.append(i)
+                    dst.append(where[e[:j] + (m,) + e[j + 1 :]])
+                    fac.append(2.0 * n if m else float(n))
+            self.derivative.append(
+                (np.asarray(src, np.int64), np.asarray(dst, np.int64), np.asarray(fac))
+            )
 
     def __call__(self, x):
-        """x (..., k) → the monomials (..., terms): a table of powers, then one product of k
-        table entries per monomial (elementwise work that XLA fuses into one loop)."""
-        powers = [jnp.ones_like(x)]
-        for _ in range(self.degree):
-            powers.append(powers[-1] * x)
-        P = jnp.stack(powers, -1)  # (..., k, d + 1)
-        M = P[..., 0, self.exponents[:, 0]]
+        """x (..., k) in [−1, 1] → the basis (..., terms): a table of T_0 … T_d per variable by
+        the three-term recurrence, then one product of k table entries per term (elementwise
+        work that XLA fuses into one loop)."""
+        T = [jnp.ones_like(x), x]
+        for _ in range(1, self.degree):
+            T.append(2.0 * x * T[-1] - T[-2])
+        P = jnp.stack(T[: self.degree + 1], -1)  # (..., k, d + 1)
+        B = P[..., 0, self.exponents[:, 0]]
         for j in range(1, self.exponents.shape[1]):
-            M = M * P[..., j, self.exponents[:, j]]
-        return M
+            B = B * P[..., j, self.exponents[:, j]]
+        return B
 
-    def gradient_rows(self, M):
-        """∂(monomials)/∂x_j at the same points: (..., k, terms)."""
-        return jnp.stack(
-            [
-                M[..., self.derivative[j]] * self.exponents[:, j]
-                for j in range(len(self.derivative))
-            ],
-            -2,
-        )
+    def gradient_rows(self, B: np.ndarray) -> np.ndarray:
+        """∂(basis)/∂x_j at the points where the basis is B (N, terms): (N, k, terms), numpy."""
+        out = np.zeros((B.shape[0], len(self.derivative), B.shape[1]))
+        for j, (src, dst, fac) in enumerate(self.derivative):
+            np.add.at(out[:, j].T, src, fac[:, None] * B.T[dst])
+        return out
 
 
-def derivative_coefficients(mono: Monomials, coef: np.ndarray) -> np.ndarray:
-    """(1 + k, terms): the polynomial's coefficients, then those of ∂/∂x_j on the same monomials."""
-    k, n = mono.exponents.shape[1], mono.exponents.shape[0]
-    out = np.zeros((1 + k, n))
+def derivative_coefficients(basis: ChebyshevBasis, coef: np.ndarray) -> np.ndarray:
+    """(1 + k, terms): the polynomial's coefficients, then those of ∂/∂x_j in the same basis."""
+    out = np.zeros((1 + len(basis.derivative), coef.shape[0]))
     out[0] = coef
-    for j in range(k):
-        np.add.at(out[1 + j], mono.derivative[j], coef * mono.exponents[:, j])
+    for j, (src, dst, fac) in enumerate(basis.derivative):
+        np.add.at(out[1 + j], dst, fac * coef[src])
     return out
 
 
 class _FitGroup(eqx.Module):
     """The muscles fitted with the same number of coordinates k and degree d (G of them):
-    ``coef[g] @ monomials`` gives the length and its derivatives in the scaled coordinates."""
+    ``coef[g] @ basis`` gives the length and its derivatives in the scaled coordinates."""
 
     center: Float[Array, "G k"]
     half: Float[Array, "G k"]
@@ -120,14 +128,14 @@ class _FitGroup(eqx.Module):
         if k == 0:
             return self.coef[:, 0, 0], jnp.zeros((self.coef.shape[0], 0), self.coef.dtype)
         x = (q[np.asarray(self.coords)] - self.center) / self.half
-        out = jnp.einsum("gct,gt->gc", self.coef, monomials(k, self.degree)(x))
+        out = jnp.einsum("gct,gt->gc", self.coef, chebyshev_basis(k, self.degree)(x))
         return out[:, 0], out[:, 1:] / self.half
 
 
 @functools.cache
-def monomials(k: int, degree: int) -> Monomials:
-    """The (cached) :class:`Monomials` of k variables up to total degree ``degree``."""
-    return Monomials(k, degree)
+def chebyshev_basis(k: int, degree: int) -> ChebyshevBasis:
+    """The (cached) :class:`ChebyshevBasis` of k variables up to total degree ``degree``."""
+    return ChebyshevBasis(k, degree)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -302,9 +310,9 @@ def _fit_one(x, half, L, dLdq, degree, wl, wr, rounds=8):
     weighted 1/tolerance (wl, wr), made robust by Huber weights (a residual beyond one tolerance
     counts linearly, not squared: the exact path's jumps, where OpenSim's wrap switches branch, do
     not drag the fit off elsewhere). Returns (coefficients, residuals in tolerances (1 + k, N))."""
-    mono = monomials(x.shape[1], degree)
-    M = np.asarray(mono(jnp.asarray(x)))
-    G = np.asarray(mono.gradient_rows(jnp.asarray(M)))
+    basis = chebyshev_basis(x.shape[1], degree)
+    M = np.asarray(basis(jnp.asarray(x)))
+    G = basis.gradient_rows(M)
     A = np.concatenate([wl * M] + [wr * G[:, j] / half[j] for j in range(x.shape[1])])
     b = np.concatenate([wl * L] + [wr * dLdq[:, j] for j in range(x.shape[1])])
     w = np.ones_like(b)
@@ -448,7 +456,7 @@ def fit_paths(
                 jnp.asarray(
                     np.stack(
                         [
-                            derivative_coefficients(monomials(len(cs[0]), d), chosen[m][2])
+                            derivative_coefficients(chebyshev_basis(len(cs[0]), d), chosen[m][2])
                             for m in idx
                         ]
                     ),
