@@ -37,11 +37,62 @@ import numpy as np
 from jax.experimental.serialize_executable import deserialize_and_load, serialize
 
 try:  # registers the CPU's LAPACK kernels (what lowering a program that uses them does first)
-    from jax._src.lax.linalg import initialize_lapack as _initialize_lapack
+    from jax._src.lax.linalg import initialize_lapack as _jax_initialize_lapack
 except ImportError:  # another jax: lowering a small solve does the same, publicly
 
-    def _initialize_lapack():
+    def _jax_initialize_lapack():
         jax.jit(jnp.linalg.solve).lower(np.eye(1), np.ones(1))
+
+
+_KERNEL_TABLES = ("cython_blas", "cython_lapack")  # what jaxlib reads the kernels from
+_KEPT: list = []  # those tables when loaded alone (kept alive, out of sys.modules)
+
+
+def _initialize_lapack() -> None:
+    """Register the CPU's LAPACK kernels for a loaded program that calls them.
+
+    jaxlib takes the kernels' addresses from two extension modules of scipy,
+    ``scipy.linalg.cython_blas`` and ``cython_lapack``; importing them by name first imports the
+    whole ``scipy.linalg`` package (about 0.2 s of a warm run). Where ``scipy.linalg`` is not
+    imported yet, the two modules are loaded from their files alone (about 0.01 s), jaxlib
+    registers from them, and they are taken out of ``sys.modules`` again, so that a later
+    ``import scipy.linalg`` imports everything as usual. Anything unexpected (another scipy
+    layout, a failing load) falls back to jaxlib's own import."""
+    if "scipy.linalg" in sys.modules:
+        return _jax_initialize_lapack()
+    loaded = []
+    try:
+        import importlib.machinery
+        import importlib.util
+
+        spec = importlib.util.find_spec("scipy")
+        for name in _KERNEL_TABLES:
+            full = f"scipy.linalg.{name}"
+            if full in sys.modules:
+                continue
+            files = [
+                Path(d, "linalg", name + suffix)
+                for d in spec.submodule_search_locations or ()
+                for suffix in importlib.machinery.EXTENSION_SUFFIXES
+            ]
+            found = next((f for f in files if f.is_file()), None)
+            sub = importlib.util.spec_from_file_location(full, found) if found else None
+            if sub is None:
+                raise ImportError(f"{full}: no extension module among {files}")
+            module = importlib.util.module_from_spec(sub)
+            sys.modules[full] = module
+            loaded.append(full)
+            sub.loader.exec_module(module)
+        _jax_initialize_lapack()
+    except Exception:
+        for full in loaded:
+            sys.modules.pop(full, None)
+        loaded = []
+        _jax_initialize_lapack()
+    finally:
+        for full in loaded:  # the kernels stay registered: their library stays loaded
+            _KEPT.append(sys.modules.pop(full))
+
 
 __all__ = ["stored_jit", "program_dir", "forget_loaded"]
 
@@ -149,7 +200,7 @@ def stored_jit(fn, *args, name: str, directory: str | Path | None = None):
             uses_lapack, *stored = pickle.loads(path.read_bytes())
             # the CPU's LAPACK kernels are registered when a program using them is lowered; a
             # loaded executable is not lowered, and calling one of them unregistered crashes.
-            # Registering imports scipy (0.3 s), so only for programs that call them.
+            # Registering loads scipy's kernel tables, so only for programs that call them.
             if uses_lapack:
                 _initialize_lapack()
             call = deserialize_and_load(*stored)

@@ -165,6 +165,9 @@ if sys.argv[3] == "store":  # stored twice: the second compilation is a persiste
         f.unlink()
     forget_loaded()
 print(repr(np.asarray(stored_jit(solve, A, b, name="solve", directory=programs)).tolist()))
+print("scipy.linalg imported:", "scipy.linalg" in sys.modules)
+import scipy.linalg  # noqa: E402  (whole, as usual, after the kernels were registered)
+print("scipy.linalg:", scipy.linalg.cython_lapack.__name__, scipy.linalg.solve(A, b).tolist())
 """
 
 
@@ -185,5 +188,12 @@ def test_a_new_process_runs_a_stored_program_that_calls_lapack(tmp_path):
     for r in runs:
         assert r.returncode == 0, r.stderr[-2000:]
     assert runs[0].stdout.count("traced") == 2 and "traced" not in runs[1].stdout
-    got = np.array(eval(runs[1].stdout.strip().splitlines()[-1]))
+    lines = runs[1].stdout.strip().splitlines()
+    got = np.array(eval(lines[-3]))
     np.testing.assert_allclose(got, 2.0 * np.linalg.solve(_A, _B), rtol=1e-15)
+    # (3) registering the kernels imported all of scipy.linalg (0.2 s of a warm command): the
+    # loading process reads only their two tables, and a later import of scipy.linalg is whole
+    assert lines[-2] == "scipy.linalg imported: False"
+    name, sol = lines[-1].removeprefix("scipy.linalg: ").split(" ", 1)
+    assert name == "scipy.linalg.cython_lapack"
+    np.testing.assert_allclose(eval(sol), np.linalg.solve(_A, _B), rtol=1e-15)
