@@ -23,6 +23,8 @@ cache directory (``--no-cache``) or for arguments that are not all arrays, :func
 from __future__ import annotations
 
 import hashlib
+import importlib.machinery
+import importlib.util
 import os
 import pickle
 import platform
@@ -62,9 +64,6 @@ def _initialize_lapack() -> None:
         return _jax_initialize_lapack()
     loaded = []
     try:
-        import importlib.machinery
-        import importlib.util
-
         spec = importlib.util.find_spec("scipy")
         for name in _KERNEL_TABLES:
             full = f"scipy.linalg.{name}"
