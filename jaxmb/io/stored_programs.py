@@ -18,6 +18,13 @@ of a model: joint types, path-point kinds, muscle models, indices) and each arra
 and dtype. Array values are not in the key: they are the program's inputs. Without a persistent
 cache directory (``--no-cache``) or for arguments that are not all arrays, :func:`stored_jit` is
 ``jax.jit(fn)(*args)``.
+
+:func:`stored_value` keeps what a setup command builds from the user's model files (an imported
+``.osim`` with its muscles and actuators: about 0.2 s of Python per run) in
+``<compilation cache>/jaxmb_models/``, as a pickle found by a key over the files' paths and
+contents, the build's parameters, the jaxmb source and the jax/jaxlib/numpy/equinox/Python
+versions. Any change to a file, a parameter or jaxmb builds it afresh; a build that warns is not
+kept (its warnings would not be repeated); an unreadable file or entry is built as usual.
 """
 
 from __future__ import annotations
@@ -30,8 +37,11 @@ import pickle
 import platform
 import sys
 import tempfile
+import warnings
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import equinox
 import jax
 import jax.numpy as jnp
 import jaxlib
@@ -93,7 +103,7 @@ def _initialize_lapack() -> None:
             _KEPT.append(sys.modules.pop(full))
 
 
-__all__ = ["stored_jit", "program_dir", "forget_loaded"]
+__all__ = ["stored_jit", "stored_value", "program_dir", "value_dir", "forget_loaded"]
 
 _PACKAGE = Path(__file__).resolve().parents[1]
 _SOURCE_HASH: str | None = None
@@ -118,6 +128,13 @@ def program_dir() -> Path | None:
     directory, or None when no persistent cache is configured."""
     d = jax.config.jax_compilation_cache_dir
     return Path(d) / "jaxmb_programs" if d else None
+
+
+def value_dir() -> Path | None:
+    """Where :func:`stored_value` keeps built values: ``jaxmb_models/`` in JAX's persistent
+    compilation cache directory, or None when no persistent cache is configured."""
+    d = jax.config.jax_compilation_cache_dir
+    return Path(d) / "jaxmb_models" if d else None
 
 
 def forget_loaded() -> None:
@@ -214,11 +231,68 @@ def stored_jit(fn, *args, name: str, directory: str | Path | None = None):
         lowered = jax.jit(flat).lower(*specs)
         uses_lapack = "@lapack_" in lowered.as_text()  # custom calls to the CPU's LAPACK kernels
         call = _fresh_compile(lowered)
-        d.mkdir(parents=True, exist_ok=True)
-        # written whole under a temporary name, then renamed: a reader never sees half a file
-        fd, tmp = tempfile.mkstemp(dir=d, suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            f.write(pickle.dumps((uses_lapack, *serialize(call))))
-        os.replace(tmp, path)
+        _write_atomic(d, path, pickle.dumps((uses_lapack, *serialize(call))))
     _LOADED[path] = call
     return call(*leaves)
+
+
+def _write_atomic(d: Path, path: Path, data: bytes) -> None:
+    """``data`` written whole under a temporary name in ``d``, then renamed to ``path``: a
+    reader never sees half a file."""
+    d.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=d, suffix=".tmp")
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def _value_key(name: str, files: Sequence[str | Path], params) -> str | None:
+    """The key of a stored value (see the module docstring); None when a file cannot be read."""
+    h = hashlib.sha256()
+    for part in (name, _source_hash(), sys.version, jax.__version__, jaxlib.__version__,
+                 np.__version__, equinox.__version__, str(jax.config.jax_enable_x64),
+                 repr(params)):  # fmt: skip
+        h.update(part.encode())
+        h.update(b"\0")
+    for f in files:
+        try:
+            data = Path(f).read_bytes()
+            where = str(Path(f).resolve())
+        except OSError:
+            return None
+        for part in (str(f).encode(), where.encode(), data):
+            h.update(hashlib.sha256(part).digest())
+    return h.hexdigest()[:32]
+
+
+def stored_value(
+    build: Callable[[], object],
+    *,
+    name: str,
+    files: Sequence[str | Path],
+    params=(),
+    directory: str | Path | None = None,
+):
+    """``build()``, kept for later processes (see the module docstring): ``files`` are the paths
+    ``build`` reads (by content and path, as given and resolved), ``params`` (its repr) every
+    other input that changes the result; ``name`` names the builder in the key and the file name;
+    ``directory`` overrides :func:`value_dir`. The result is what ``build()`` returns (a fresh
+    build when nothing is stored, or its pickle: jax arrays come back on the default device)."""
+    d = Path(directory) if directory is not None else value_dir()
+    key = _value_key(name, files, params) if d is not None else None
+    if key is None:
+        return build()
+    path = d / f"{name}-{key}.pkl"
+    if path.is_file():
+        try:
+            return pickle.loads(path.read_bytes())
+        except Exception:  # a truncated or foreign file: built again and overwritten below
+            pass
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        value = build()
+    for w in caught:  # shown as the build gave them (the caller's filters apply)
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+    if not caught:
+        _write_atomic(d, path, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+    return value
