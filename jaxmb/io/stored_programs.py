@@ -191,12 +191,36 @@ def _key(name: str, treedef, leaves) -> str:
 # persistent cache's writing held off, so that key never has an entry to hand back.
 _OWN_KEY = {"xla_cpu_enable_fast_math": False}
 
+# XLA:CPU's YNNPACK fusions (this jaxlib's default for small reductions and dots) build each
+# fusion's kernel when a loaded program first runs: the Gait10dof static optimization has 154 of
+# them, about 0.45 s of every warm run (and 0.09 s against 0.05 s per later call). Stored programs
+# and their --no-cache twin (jax.jit with the same options) are compiled without them; the sums
+# are then XLA's own, so results differ from a default jax.jit in the last bits (activations of
+# that trial by up to 1.1e-11, residuals unchanged at ~1e-14 N·m).
+_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": ""}
+
+
+def _options() -> dict:
+    """The compiler options of jaxmb's programs: :data:`_OPTIONS` where this jaxlib knows them
+    (checked once by compiling a small program with them), else none."""
+    global _OPTIONS_OK
+    if _OPTIONS_OK is None:
+        try:
+            jax.jit(jnp.sum).lower(np.ones(2)).compile(dict(_OPTIONS))
+            _OPTIONS_OK = True
+        except Exception:  # another jaxlib: no such option
+            _OPTIONS_OK = False
+    return dict(_OPTIONS) if _OPTIONS_OK else {}
+
+
+_OPTIONS_OK: bool | None = None
+
 
 def _fresh_compile(lowered):
     held = jax.config.jax_persistent_cache_min_compile_time_secs
     jax.config.update("jax_persistent_cache_min_compile_time_secs", float("inf"))
     try:
-        return lowered.compile(dict(_OWN_KEY))
+        return lowered.compile({**_OWN_KEY, **_options()})
     finally:
         jax.config.update("jax_persistent_cache_min_compile_time_secs", held)
 
@@ -204,11 +228,12 @@ def _fresh_compile(lowered):
 def stored_jit(fn, *args, name: str, directory: str | Path | None = None):
     """``jax.jit(fn)(*args)``, with the compiled program stored for later processes (see the
     module docstring). ``name`` identifies ``fn`` in the key and the file name; ``directory``
-    overrides :func:`program_dir`. The result is the same as ``jax.jit(fn)(*args)`` gives."""
+    overrides :func:`program_dir`. The result is the same as ``jax.jit(fn)(*args)`` gives with
+    jaxmb's compiler options (:data:`_OPTIONS`)."""
     d = Path(directory) if directory is not None else program_dir()
     leaves, treedef = jax.tree_util.tree_flatten(args)
     if d is None or not all(isinstance(x, (jax.Array, np.ndarray)) for x in leaves):
-        return jax.jit(fn)(*args)
+        return jax.jit(fn, compiler_options=_options() or None)(*args)
     path = d / f"{name}-{_key(name, treedef, leaves)}{_SUFFIX}"
     call = _LOADED.get(path)
     if call is None and path.is_file():
