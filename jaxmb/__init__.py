@@ -22,7 +22,6 @@ import jax as _jax
 _jax.config.update("jax_enable_x64", True)
 
 from . import joint_maps, kinematics, math  # noqa: E402
-from .analyses import joint_loads  # noqa: E402
 from .dynamics import (  # noqa: E402
     PremodelDynamics,
     applied_forces,
@@ -83,6 +82,8 @@ _LAZY_NAMES = {
     "save_model": "jaxmb.io.model_file",
     "ModelFileError": "jaxmb.io.model_file",
     "load_osim": "jaxmb.io.osim",
+    # the gait pipelines (Newton–Euler, Winter's tables) are not on the setup commands' path
+    "joint_loads": "jaxmb.analyses.newton_euler",
     "batched_terms": "jaxmb.dynamics.tree",
     "batched_forward_dynamics": "jaxmb.dynamics.tree",
     "batched_rk4": "jaxmb.simulation.driver",

@@ -38,7 +38,12 @@ LAYERS = (
 )
 
 # Imported inside functions on purpose: optional, heavy, or only needed by one command.
-LAZY = ("matplotlib", "opensim", "ezc3d", "pinocchio", "mujoco", "mujoco_mjx", "tqdm")
+# interpax (premodel fits) and jax.scipy (closed-loop Newton, large Cholesky solves: its import
+# pulls jax.scipy.special) cost 35 and 70 ms of every command's start, which most never use.
+LAZY = (
+    "matplotlib", "opensim", "ezc3d", "pinocchio", "mujoco", "mujoco_mjx", "tqdm", "interpax",
+    "jax.scipy",
+)  # fmt: skip
 
 
 def modules(root: Path = PACKAGE) -> dict[str, Path]:

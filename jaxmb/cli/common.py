@@ -4,6 +4,7 @@ initial state, argument parsing and text output."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from pathlib import Path
@@ -11,13 +12,9 @@ from pathlib import Path
 import jax.numpy as jnp
 import numpy as np
 
-from .. import models
 from ..io.model_file import ModelFileError, load_model
 from ..io.osim import OsimImportError, load_osim
 from ..model import ModelError
-from ..models import andrews as an
-from ..models.five_bar import Q_REF as FIVE_BAR_Q_REF
-from ..models.four_bar import Q_REF as FOUR_BAR_Q_REF
 
 __all__ = [
     "ALIASES",
@@ -42,9 +39,15 @@ class CliError(Exception):
     """A user error: printed as one line, exit status 2."""
 
 
+def _models(module: str = ""):
+    """``jaxmb.models`` (or its ``module``), imported on first use as ``main`` imports the
+    commands: the OpenSim-setup commands import this module too, and need no built-in model."""
+    return importlib.import_module(f"..models{module}", __package__)
+
+
 def builtin_models() -> tuple[str, ...]:
     """Names of the built-in model functions (``jaxmb.models``), sorted."""
-    return tuple(sorted(models.__all__))
+    return tuple(sorted(_models().__all__))
 
 
 def _canonical(name: str) -> str:
@@ -81,7 +84,7 @@ def resolve_model(spec: str):
             raise CliError(" ".join(str(e).split())) from None
         return path.stem, model, False
     name = _canonical(spec)
-    return name, getattr(models, name)(), True
+    return name, getattr(_models(), name)(), True
 
 
 def output_dir(out: str) -> Path:
@@ -106,6 +109,7 @@ def default_run(name: str, model):
     model file), and a reference check ``reference(t1, q0, qd0, traj) -> dict | None`` where a
     published solution is known (else None)."""
     if name == "andrews_squeezer":
+        an = _models(".andrews")
         ref_angles, ref_vel = an.reference_solution()
 
         def reference(t1, q0, qd0, traj):
@@ -125,7 +129,7 @@ def default_run(name: str, model):
     nq = model.nq
     q0 = np.zeros(nq)
     if name in ("four_bar", "five_bar"):  # q = 0 is outside (four_bar) or far from the assembly
-        q_ref = FOUR_BAR_Q_REF if name == "four_bar" else FIVE_BAR_Q_REF
+        q_ref = _models(f".{name}").Q_REF
         q0 = np.atleast_1d(np.asarray(q_ref, dtype=float))
     return q0, np.zeros(nq), 1.0, "tsit5", 1e-8, 1e-8, None
 

@@ -66,8 +66,9 @@ def add_common_options(p) -> None:
     p.add_argument(
         "--no-cache",
         action="store_true",
-        help="do not use JAX's persistent compilation cache (default: on, in "
-        f"{cache_dir()}; JAXMB_CACHE_DIR overrides the folder)",
+        help="do not use JAX's persistent compilation cache, nor the compiled programs and "
+        f"imported models kept beside it (default: on, in {cache_dir()}; JAXMB_CACHE_DIR "
+        "overrides the folder)",
     )
     p.add_argument("--no-plot", action="store_true", help="do not write the PNG")
     p.add_argument("--quiet", action="store_true", help="no progress lines")

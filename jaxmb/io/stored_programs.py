@@ -18,18 +18,30 @@ of a model: joint types, path-point kinds, muscle models, indices) and each arra
 and dtype. Array values are not in the key: they are the program's inputs. Without a persistent
 cache directory (``--no-cache``) or for arguments that are not all arrays, :func:`stored_jit` is
 ``jax.jit(fn)(*args)``.
+
+:func:`stored_value` keeps what a setup command builds from the user's model files (an imported
+``.osim`` with its muscles and actuators: about 0.2 s of Python per run) in
+``<compilation cache>/jaxmb_models/``, as a pickle found by a key over the files' paths and
+contents, the build's parameters, the jaxmb source and the jax/jaxlib/numpy/equinox/Python
+versions. Any change to a file, a parameter or jaxmb builds it afresh; a build that warns is not
+kept (its warnings would not be repeated); an unreadable file or entry is built as usual.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.machinery
+import importlib.util
 import os
 import pickle
 import platform
 import sys
 import tempfile
+import warnings
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import equinox
 import jax
 import jax.numpy as jnp
 import jaxlib
@@ -37,13 +49,61 @@ import numpy as np
 from jax.experimental.serialize_executable import deserialize_and_load, serialize
 
 try:  # registers the CPU's LAPACK kernels (what lowering a program that uses them does first)
-    from jax._src.lax.linalg import initialize_lapack as _initialize_lapack
+    from jax._src.lax.linalg import initialize_lapack as _jax_initialize_lapack
 except ImportError:  # another jax: lowering a small solve does the same, publicly
 
-    def _initialize_lapack():
+    def _jax_initialize_lapack():
         jax.jit(jnp.linalg.solve).lower(np.eye(1), np.ones(1))
 
-__all__ = ["stored_jit", "program_dir", "forget_loaded"]
+
+_KERNEL_TABLES = ("cython_blas", "cython_lapack")  # what jaxlib reads the kernels from
+_KEPT: list = []  # those tables when loaded alone (kept alive, out of sys.modules)
+
+
+def _initialize_lapack() -> None:
+    """Register the CPU's LAPACK kernels for a loaded program that calls them.
+
+    jaxlib takes the kernels' addresses from two extension modules of scipy,
+    ``scipy.linalg.cython_blas`` and ``cython_lapack``; importing them by name first imports the
+    whole ``scipy.linalg`` package (about 0.2 s of a warm run). Where ``scipy.linalg`` is not
+    imported yet, the two modules are loaded from their files alone (about 0.01 s), jaxlib
+    registers from them, and they are taken out of ``sys.modules`` again, so that a later
+    ``import scipy.linalg`` imports everything as usual. Anything unexpected (another scipy
+    layout, a failing load) falls back to jaxlib's own import."""
+    if "scipy.linalg" in sys.modules:
+        return _jax_initialize_lapack()
+    loaded = []
+    try:
+        spec = importlib.util.find_spec("scipy")
+        for name in _KERNEL_TABLES:
+            full = f"scipy.linalg.{name}"
+            if full in sys.modules:
+                continue
+            files = [
+                Path(d, "linalg", name + suffix)
+                for d in spec.submodule_search_locations or ()
+                for suffix in importlib.machinery.EXTENSION_SUFFIXES
+            ]
+            found = next((f for f in files if f.is_file()), None)
+            sub = importlib.util.spec_from_file_location(full, found) if found else None
+            if sub is None:
+                raise ImportError(f"{full}: no extension module among {files}")
+            module = importlib.util.module_from_spec(sub)
+            sys.modules[full] = module
+            loaded.append(full)
+            sub.loader.exec_module(module)
+        _jax_initialize_lapack()
+    except Exception:
+        for full in loaded:
+            sys.modules.pop(full, None)
+        loaded = []
+        _jax_initialize_lapack()
+    finally:
+        for full in loaded:  # the kernels stay registered: their library stays loaded
+            _KEPT.append(sys.modules.pop(full))
+
+
+__all__ = ["stored_jit", "stored_value", "program_dir", "value_dir", "forget_loaded"]
 
 _PACKAGE = Path(__file__).resolve().parents[1]
 _SOURCE_HASH: str | None = None
@@ -68,6 +128,13 @@ def program_dir() -> Path | None:
     directory, or None when no persistent cache is configured."""
     d = jax.config.jax_compilation_cache_dir
     return Path(d) / "jaxmb_programs" if d else None
+
+
+def value_dir() -> Path | None:
+    """Where :func:`stored_value` keeps built values: ``jaxmb_models/`` in JAX's persistent
+    compilation cache directory, or None when no persistent cache is configured."""
+    d = jax.config.jax_compilation_cache_dir
+    return Path(d) / "jaxmb_models" if d else None
 
 
 def forget_loaded() -> None:
@@ -124,12 +191,36 @@ def _key(name: str, treedef, leaves) -> str:
 # persistent cache's writing held off, so that key never has an entry to hand back.
 _OWN_KEY = {"xla_cpu_enable_fast_math": False}
 
+# XLA:CPU's YNNPACK fusions (this jaxlib's default for small reductions and dots) build each
+# fusion's kernel when a loaded program first runs: the Gait10dof static optimization has 154 of
+# them, about 0.45 s of every warm run (and 0.09 s against 0.05 s per later call). Stored programs
+# and their --no-cache twin (jax.jit with the same options) are compiled without them; the sums
+# are then XLA's own, so results differ from a default jax.jit in the last bits (activations of
+# that trial by up to 1.1e-11, residuals unchanged at ~1e-14 N·m).
+_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": ""}
+
+
+def _options() -> dict:
+    """The compiler options of jaxmb's programs: :data:`_OPTIONS` where this jaxlib knows them
+    (checked once by compiling a small program with them), else none."""
+    global _OPTIONS_OK
+    if _OPTIONS_OK is None:
+        try:
+            jax.jit(jnp.sum).lower(np.ones(2)).compile(dict(_OPTIONS))
+            _OPTIONS_OK = True
+        except Exception:  # another jaxlib: no such option
+            _OPTIONS_OK = False
+    return dict(_OPTIONS) if _OPTIONS_OK else {}
+
+
+_OPTIONS_OK: bool | None = None
+
 
 def _fresh_compile(lowered):
     held = jax.config.jax_persistent_cache_min_compile_time_secs
     jax.config.update("jax_persistent_cache_min_compile_time_secs", float("inf"))
     try:
-        return lowered.compile(dict(_OWN_KEY))
+        return lowered.compile({**_OWN_KEY, **_options()})
     finally:
         jax.config.update("jax_persistent_cache_min_compile_time_secs", held)
 
@@ -137,11 +228,12 @@ def _fresh_compile(lowered):
 def stored_jit(fn, *args, name: str, directory: str | Path | None = None):
     """``jax.jit(fn)(*args)``, with the compiled program stored for later processes (see the
     module docstring). ``name`` identifies ``fn`` in the key and the file name; ``directory``
-    overrides :func:`program_dir`. The result is the same as ``jax.jit(fn)(*args)`` gives."""
+    overrides :func:`program_dir`. The result is the same as ``jax.jit(fn)(*args)`` gives with
+    jaxmb's compiler options (:data:`_OPTIONS`)."""
     d = Path(directory) if directory is not None else program_dir()
     leaves, treedef = jax.tree_util.tree_flatten(args)
     if d is None or not all(isinstance(x, (jax.Array, np.ndarray)) for x in leaves):
-        return jax.jit(fn)(*args)
+        return jax.jit(fn, compiler_options=_options() or None)(*args)
     path = d / f"{name}-{_key(name, treedef, leaves)}{_SUFFIX}"
     call = _LOADED.get(path)
     if call is None and path.is_file():
@@ -149,7 +241,7 @@ def stored_jit(fn, *args, name: str, directory: str | Path | None = None):
             uses_lapack, *stored = pickle.loads(path.read_bytes())
             # the CPU's LAPACK kernels are registered when a program using them is lowered; a
             # loaded executable is not lowered, and calling one of them unregistered crashes.
-            # Registering imports scipy (0.3 s), so only for programs that call them.
+            # Registering loads scipy's kernel tables, so only for programs that call them.
             if uses_lapack:
                 _initialize_lapack()
             call = deserialize_and_load(*stored)
@@ -164,11 +256,68 @@ def stored_jit(fn, *args, name: str, directory: str | Path | None = None):
         lowered = jax.jit(flat).lower(*specs)
         uses_lapack = "@lapack_" in lowered.as_text()  # custom calls to the CPU's LAPACK kernels
         call = _fresh_compile(lowered)
-        d.mkdir(parents=True, exist_ok=True)
-        # written whole under a temporary name, then renamed: a reader never sees half a file
-        fd, tmp = tempfile.mkstemp(dir=d, suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            f.write(pickle.dumps((uses_lapack, *serialize(call))))
-        os.replace(tmp, path)
+        _write_atomic(d, path, pickle.dumps((uses_lapack, *serialize(call))))
     _LOADED[path] = call
     return call(*leaves)
+
+
+def _write_atomic(d: Path, path: Path, data: bytes) -> None:
+    """``data`` written whole under a temporary name in ``d``, then renamed to ``path``: a
+    reader never sees half a file."""
+    d.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=d, suffix=".tmp")
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def _value_key(name: str, files: Sequence[str | Path], params) -> str | None:
+    """The key of a stored value (see the module docstring); None when a file cannot be read."""
+    h = hashlib.sha256()
+    for part in (name, _source_hash(), sys.version, jax.__version__, jaxlib.__version__,
+                 np.__version__, equinox.__version__, str(jax.config.jax_enable_x64),
+                 repr(params)):  # fmt: skip
+        h.update(part.encode())
+        h.update(b"\0")
+    for f in files:
+        try:
+            data = Path(f).read_bytes()
+            where = str(Path(f).resolve())
+        except OSError:
+            return None
+        for part in (str(f).encode(), where.encode(), data):
+            h.update(hashlib.sha256(part).digest())
+    return h.hexdigest()[:32]
+
+
+def stored_value(
+    build: Callable[[], object],
+    *,
+    name: str,
+    files: Sequence[str | Path],
+    params=(),
+    directory: str | Path | None = None,
+):
+    """``build()``, kept for later processes (see the module docstring): ``files`` are the paths
+    ``build`` reads (by content and path, as given and resolved), ``params`` (its repr) every
+    other input that changes the result; ``name`` names the builder in the key and the file name;
+    ``directory`` overrides :func:`value_dir`. The result is what ``build()`` returns (a fresh
+    build when nothing is stored, or its pickle: jax arrays come back on the default device)."""
+    d = Path(directory) if directory is not None else value_dir()
+    key = _value_key(name, files, params) if d is not None else None
+    if key is None:
+        return build()
+    path = d / f"{name}-{key}.pkl"
+    if path.is_file():
+        try:
+            return pickle.loads(path.read_bytes())
+        except Exception:  # a truncated or foreign file: built again and overwritten below
+            pass
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        value = build()
+    for w in caught:  # shown as the build gave them (the caller's filters apply)
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+    if not caught:
+        _write_atomic(d, path, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+    return value

@@ -11,12 +11,10 @@ from typing import Any, NamedTuple
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import jax.scipy.linalg as jsl
 import numpy as np
 from jaxtyping import Array, Bool, Float
 
 from .base import AbstractJointMap
-
 
 #: Newton iterations per continuation step of :meth:`ImplicitMap.guess`.
 CONTINUATION_NEWTON = 2
@@ -246,6 +244,8 @@ class ImplicitMap(AbstractJointMap):
         A ``fori_loop`` with a static trip count: one traced body however many iterations, so
         compile time stays small under nested differentiation.
         """
+        import jax.scipy.linalg as jsl  # here: ~70 ms of import, for closed loops only
+
         gf = jax.jacfwd(self.residual, argnums=0)
 
         def step(_, carry):
@@ -333,6 +333,8 @@ class ImplicitMap(AbstractJointMap):
         return _implicit_derivatives(self, q)
 
     def _derivatives_impl(self, q):
+        import jax.scipy.linalg as jsl  # see _solve_dependent
+
         q = jnp.asarray(q)
         m = self.m
         x = self._solve_dependent(q)

@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import equinox as eqx
-import interpax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -194,6 +193,8 @@ def premodel(
         raise ValueError(f"premodel: need at least 4 knots per coordinate, got {n}")
     axes = [np.linspace(lo, hi, k) for (lo, hi), k in zip(ranges, ns, strict=True)]
     F = jnp.asarray(_sample(joint_map, axes))
+    import interpax  # here: its import (~35 ms) is not on the setup commands' path
+
     if nq == 1:
         spline = interpax.CubicSpline(
             jnp.asarray(axes[0]), F, axis=0, bc_type="not-a-knot", extrapolate=True

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import jax.scipy.linalg as jsl
 from jaxtyping import Array, Float
 
 __all__ = ["cholesky_solve_bm"]
@@ -19,6 +18,8 @@ def cholesky_solve_bm(M: Float[Array, "n n B"], rhs: Float[Array, "n B"]) -> Flo
     # operations from n = 3 (chain(7), CPU time: forward dynamics 13.3–13.9 → 10.6–11.1 µs, load 14);
     # a 1×1 or 2×2 stays unrolled
     if n > 12 or (B == 1 and n > 2):
+        import jax.scipy.linalg as jsl  # here: ~70 ms of import that most runs never need
+
         Mb, rb = jnp.moveaxis(M, -1, 0), rhs.T
         x = jax.vmap(lambda a, b: jsl.cho_solve(jsl.cho_factor(a, lower=True), b))(Mb, rb)
         return x.T

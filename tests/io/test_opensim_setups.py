@@ -23,7 +23,9 @@ from jaxmb.io.setup import (
     run_inverse_dynamics,
     run_inverse_kinematics,
     run_static_optimization,
+    so_problem,
 )
+from jaxmb.io.stored_programs import stored_value
 
 PIPE = PACKAGE_DATA / "opensim_pipeline"
 GAIT = PIPE / "gait10dof18musc"
@@ -137,6 +139,34 @@ def test_arm26_static_optimization_matches_opensim_46(setup, ref, tmp_path):
     _compare_so(run, DATA / "opensim_pipeline" / f"{ref}_opensim46_activation.sto", 0.02, 0.05)
     assert (tmp_path / "arm26_StaticOptimization_activation.sto").is_file()
     assert (tmp_path / "arm26_StaticOptimization_force.sto").is_file()
+
+
+def test_a_stored_so_problem_is_the_fresh_one(tmp_path):
+    """What a later static-optimization run loads instead of importing the model again: the same
+    structure (so the same stored program), the same arrays, names and labels."""
+    setup = read_static_optimization_setup(GAIT / "walk_Setup_SO.xml")
+
+    def build():
+        imp = read_osim(setup.model_file)
+        return (imp, *so_problem(setup, imp))
+
+    fresh = build()
+    files = (setup.model_file, *setup.force_set_files)
+    for _ in range(2):  # built and stored, then loaded
+        got = stored_value(build, name="so_problem", files=files, directory=tmp_path)
+    assert len(list(tmp_path.glob("so_problem-*.pkl"))) == 1
+    (want, want_tree), (have, have_tree) = (
+        jax.tree_util.tree_flatten(v[1:3]) for v in (fresh, got)
+    )
+    with np.printoptions(threshold=10**9):
+        assert str(have_tree) == str(want_tree)
+    assert len(have) == len(want)
+    for h, w in zip(have, want, strict=True):
+        assert type(h) is type(w) and h.dtype == w.dtype and not getattr(h, "weak_type", False)
+        np.testing.assert_array_equal(np.asarray(h), np.asarray(w))
+    assert got[3] == fresh[3]
+    assert got[0].model.coordinate_names == fresh[0].model.coordinate_names
+    assert got[0].path == fresh[0].path
 
 
 @pytest.mark.slow

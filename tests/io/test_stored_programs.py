@@ -1,13 +1,15 @@
 """Stored compiled programs (serialized executables next to the persistent compilation cache): a
 later call with the same structure and shapes runs the stored program without tracing, with the
 same result as ``jax.jit``, in a new process too; anything in the key that changes makes a new
-program; a damaged file is traced again; no persistent cache, no storing."""
+program; a damaged file is traced again; no persistent cache, no storing. Stored values (an
+imported model): built once per files' contents and parameters, not kept when the build warns."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import warnings
 
 import equinox as eqx
 import jax
@@ -165,6 +167,9 @@ if sys.argv[3] == "store":  # stored twice: the second compilation is a persiste
         f.unlink()
     forget_loaded()
 print(repr(np.asarray(stored_jit(solve, A, b, name="solve", directory=programs)).tolist()))
+print("scipy.linalg imported:", "scipy.linalg" in sys.modules)
+import scipy.linalg  # noqa: E402  (whole, as usual, after the kernels were registered)
+print("scipy.linalg:", scipy.linalg.cython_lapack.__name__, scipy.linalg.solve(A, b).tolist())
 """
 
 
@@ -185,5 +190,72 @@ def test_a_new_process_runs_a_stored_program_that_calls_lapack(tmp_path):
     for r in runs:
         assert r.returncode == 0, r.stderr[-2000:]
     assert runs[0].stdout.count("traced") == 2 and "traced" not in runs[1].stdout
-    got = np.array(eval(runs[1].stdout.strip().splitlines()[-1]))
+    lines = runs[1].stdout.strip().splitlines()
+    got = np.array(eval(lines[-3]))
     np.testing.assert_allclose(got, 2.0 * np.linalg.solve(_A, _B), rtol=1e-15)
+    # (3) registering the kernels imported all of scipy.linalg (0.2 s of a warm command): the
+    # loading process reads only their two tables, and a later import of scipy.linalg is whole
+    assert lines[-2] == "scipy.linalg imported: False"
+    name, sol = lines[-1].removeprefix("scipy.linalg: ").split(" ", 1)
+    assert name == "scipy.linalg.cython_lapack"
+    np.testing.assert_allclose(eval(sol), np.linalg.solve(_A, _B), rtol=1e-15)
+
+
+def _builder(path, calls, warn=False):
+    def build():
+        calls.append(1)
+        if warn:
+            warnings.warn("left out: a Ligament", UserWarning, stacklevel=1)
+        return {"k": jnp.asarray(float(len(path.read_text()))), "names": ("a", "b")}
+
+    return build
+
+
+def test_stored_value_is_built_once_per_files_and_params(tmp_path):
+    """A built value is kept for later runs; another file content, file or parameter builds
+    afresh; what a later run gets equals the build's."""
+    src, calls = tmp_path / "model.osim", []
+    src.write_text("<a/>")
+
+    def get(params=(1,), files=None):
+        return sp.stored_value(_builder(src, calls), name="m", files=files or [src],
+                               params=params, directory=tmp_path / "v")  # fmt: skip
+
+    first = get()
+    again = get()
+    assert len(calls) == 1
+    assert again["names"] == ("a", "b") and isinstance(again["k"], jax.Array)
+    np.testing.assert_array_equal(again["k"], first["k"])
+    get(params=(2,))  # another parameter
+    assert len(calls) == 2
+    src.write_text("<ab/>")  # another content
+    assert float(get()["k"]) == 5.0 and len(calls) == 3
+    assert len(list((tmp_path / "v").glob("m-*.pkl"))) == 3
+
+
+def test_stored_value_not_kept_when_it_warns_unreadable_or_damaged(tmp_path):
+    src, calls = tmp_path / "model.osim", []
+    src.write_text("<a/>")
+    d = tmp_path / "v"
+    for _ in range(2):  # a warning is shown on every run, so nothing is kept
+        with pytest.warns(UserWarning, match="left out: a Ligament"):
+            sp.stored_value(_builder(src, calls, warn=True), name="w", files=[src], directory=d)
+    assert len(calls) == 2 and not list(d.glob("w-*.pkl"))
+    missing = tmp_path / "none.xml"  # unreadable: the build runs (and raises as it would)
+    with pytest.raises(FileNotFoundError):
+        sp.stored_value(_builder(missing, calls), name="x", files=[missing], directory=d)
+    sp.stored_value(_builder(src, calls), name="y", files=[src], directory=d)
+    (f,) = d.glob("y-*.pkl")
+    f.write_bytes(f.read_bytes()[:10])  # damaged: built again and overwritten
+    for _ in range(2):
+        got = sp.stored_value(_builder(src, calls), name="y", files=[src], directory=d)
+        assert float(got["k"]) == 4 and len(calls) == 5
+
+
+def test_stored_value_without_a_cache_directory_builds_every_time(monkeypatch, tmp_path):
+    monkeypatch.setattr(sp, "value_dir", lambda: None)
+    src, calls = tmp_path / "model.osim", []
+    src.write_text("<a/>")
+    for _ in range(2):
+        sp.stored_value(_builder(src, calls), name="m", files=[src])
+    assert len(calls) == 2
