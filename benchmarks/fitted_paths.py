@@ -8,11 +8,12 @@ pair the fit spans (fewer calls than every pair: the comparison favours OpenSim)
 over the same poses in the same process. Poses are uniform over the fitted ranges.
 
 Models: arm26 over its coordinates' full ranges (shoulder −90…180°, elbow 0…130°; six muscles
-wrapping over cylinders and ellipsoids), and Gait10dof18musc over a walking trial's range of motion
-(hip −30…50°, knee −80…0°, ankle ±25°, pelvis tilt and lumbar ±20°; 18 muscles, via and
-conditional points).
+wrapping over cylinders and ellipsoids), and Gait10dof18musc (18 muscles) and gait2354 (54) over a
+walking trial's range of motion (hip flexion −30…50°, knee −80…0°, ankle ±25°, pelvis tilt and
+lumbar extension ±20°, hip adduction and rotation, subtalar, lumbar bending and rotation ±15°,
+pelvis list and rotation ±10°, mtp ±20°; via, conditional and moving points).
 
-    python benchmarks/fitted_paths.py [--models arm26,gait10dof18musc] [--samples 2000]
+    python benchmarks/fitted_paths.py [--models arm26,gait10dof18musc,gait2354] [--samples 2000]
         [--batches 1,64,4096] [--opensim-poses 500] [--dtypes float64,float32]
         [--opensim-us arm26=US,...]   (on a machine without OpenSim: its CPU figures)
 
@@ -36,22 +37,31 @@ ROOT = Path(__file__).resolve().parents[1]
 MODELS = {
     "arm26": ROOT / "jaxmb" / "data" / "arm26.osim",
     "gait10dof18musc": ROOT / "tests" / "data" / "osim" / "zoo" / "gait10dof18musc.osim",
+    "gait2354": ROOT / "tests" / "data" / "osim" / "gait2354_simbody.osim",
 }
 
 
 def _ranges(name, imp, model):
-    full = {c.name: c.range for c in imp.coordinates if c.name in model.coordinate_names}
-    if name != "gait10dof18musc":
-        return full
+    """arm26: its coordinates' full ranges; the gait models: a walking trial's range of motion
+    (deg; pelvis translations held, as no muscle spans them)."""
+    if name == "arm26":
+        return {c.name: c.range for c in imp.coordinates if c.name in model.coordinate_names}
     r = np.radians
-    out = {"pelvis_tilt": (r(-20), r(20)), "pelvis_tx": (0.0, 0.0), "pelvis_ty": (0.95, 0.95)}
-    out["lumbar_extension"] = (r(-20), r(20))
+    out = {c: (0.0, 0.0) for c in model.coordinate_names}
+    out["pelvis_ty"] = (0.95, 0.95)
+    walk = {
+        "pelvis_tilt": 20, "pelvis_list": 10, "pelvis_rotation": 10,
+        "lumbar_extension": 20, "lumbar_bending": 15, "lumbar_rotation": 15,
+    }  # fmt: skip
     for s in "rl":
-        out |= {
-            f"hip_flexion_{s}": (r(-30), r(50)),
-            f"knee_angle_{s}": (r(-80), r(0)),
-            f"ankle_angle_{s}": (r(-25), r(25)),
-        }
+        out[f"hip_flexion_{s}"] = (r(-30), r(50))
+        out[f"knee_angle_{s}"] = (r(-80), r(0))
+        out[f"ankle_angle_{s}"] = (r(-25), r(25))
+        walk |= {f"mtp_angle_{s}": 20, f"hip_adduction_{s}": 15, f"hip_rotation_{s}": 15}
+        walk[f"subtalar_angle_{s}"] = 15
+    for c, v in walk.items():
+        if c in out:
+            out[c] = (r(-v), r(v))
     return out
 
 
@@ -214,7 +224,7 @@ def _plot(result, path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--models", default="arm26,gait10dof18musc")
+    ap.add_argument("--models", default="arm26,gait10dof18musc,gait2354")
     ap.add_argument("--samples", type=int, default=2000)
     ap.add_argument("--validation", type=int, default=500)
     ap.add_argument("--batches", default="1,64,4096")

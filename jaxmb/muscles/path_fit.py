@@ -354,7 +354,7 @@ def fit_paths(
         validation: poses drawn uniformly over the ranges, not fitted, on which the report's
             errors are measured.
         min_degree, max_degree: the total polynomial degrees tried, lowest first; the search
-            stops at the first degree within the tolerances, or when two degrees in a row do not
+            stops at the first degree within the tolerances, or when three degrees in a row do not
             cut the error by 5 % (a jump or kink of the exact path hardly yields to degree).
         length_tolerance, moment_arm_tolerance: the largest length (m) and moment-arm (m) errors
             at 99 % of the fitting poses at which a degree is accepted; a muscle that does not
@@ -437,8 +437,8 @@ def fit_paths(
                 best, stale = (score, d, coef), 0
             else:
                 stale += 1
-            if score <= 1.0 or stale == 2:
-                break  # within the tolerances, or two degrees in a row no better (a jump, say)
+            if score <= 1.0 or stale == 3:
+                break  # within the tolerances, or three degrees in a row no better (a jump, say)
             say(f"fit {name}: degree {d}: 99th percentile error {score:.3g}× the tolerance")
         chosen.append((tuple(c), best[1], best[2]))
 

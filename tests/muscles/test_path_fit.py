@@ -181,3 +181,41 @@ def test_chebyshev_basis_and_its_derivative_coefficients(k, degree, seed):
         atol=1e-11,
     )
     np.testing.assert_array_equal(C[0], coef)
+
+
+def _gait2354_ranges(model):
+    """A walking trial's range of motion (deg) for gait2354; the pelvis translations held."""
+    r = np.radians
+    out = {c: (0.0, 0.0) for c in model.coordinate_names}
+    out["pelvis_ty"] = (0.95, 0.95)
+    for c, v in (("pelvis_tilt", 20), ("pelvis_list", 10), ("pelvis_rotation", 10)):
+        out[c] = (r(-v), r(v))
+    for c, v in (("lumbar_extension", 20), ("lumbar_bending", 15), ("lumbar_rotation", 15)):
+        out[c] = (r(-v), r(v))
+    for s in "rl":
+        out[f"hip_flexion_{s}"] = (r(-30), r(50))
+        out[f"knee_angle_{s}"] = (r(-80), r(0))
+        out[f"ankle_angle_{s}"] = (r(-25), r(25))
+        out[f"mtp_angle_{s}"] = (r(-20), r(20))
+        for c in ("hip_adduction", "hip_rotation", "subtalar_angle"):
+            out[f"{c}_{s}"] = (r(-15), r(15))
+    return out
+
+
+@pytest.mark.slow
+def test_fit_paths_gait2354_over_a_walking_range():
+    """gait2354's 54 muscles (via, conditional and moving points) over a walking trial's range:
+    most meet the goal; those whose exact path switches a conditional point inside the range
+    (iliacus, psoas, medial gastrocnemius) stay within a few millimetres."""
+    model = mb.io.load_osim(DATA / "osim" / "gait2354_simbody.osim")
+    ranges = _gait2354_ranges(model)
+    fitted = mb.fit_paths(model, ranges, samples=2000, validation=500)
+    rep = fitted.muscles.fit.report
+    assert sum(rep.met) >= 40, rep
+    i = {n: k for k, n in enumerate(rep.names)}
+    for name in ("glut_med1_r", "glut_max2_l", "add_mag2_r", "soleus_l", "ercspn_r", "vas_int_r"):
+        assert rep.met[i[name]], (name, rep)
+    assert max(rep.p99_length_error) <= 2e-3 and max(rep.max_length_error) <= 3e-3, rep
+    assert ("hip_flexion_r", "hip_adduction_r", "hip_rotation_r", "knee_angle_r") == (
+        rep.coordinates[i["bifemlh_r"]]
+    )
