@@ -102,7 +102,11 @@ def bench(name, args):
     rng = np.random.default_rng(1)
     nmax = max(args.batches)
     poses = r[:, 0] + (r[:, 1] - r[:, 0]) * rng.uniform(size=(nmax, model.nq))
-    f = jax.jit(jax.vmap(lambda m, q: mb.lengths_and_moment_arms(m, q), in_axes=(None, 0)))
+    def batched(m):
+        # the model closed over, as users write it (an argument would be flattened every call)
+        return jax.jit(jax.vmap(lambda q: mb.lengths_and_moment_arms(m, q)))
+
+    f64 = batched(fitted)
     routes, by_dtype = {}, {}
     for dtype in args.dtypes:
         m = jax.tree_util.tree_map(
@@ -113,16 +117,17 @@ def bench(name, args):
             ),
             fitted,
         )
+        f = batched(m)
         rows = {}
         for b in args.batches:
             qs = jnp.asarray(poses[:b], dtype)
-            c = compile_seconds(f, m, qs)
-            t = timeit_compiled(f, m, qs, repeats=args.repeats, warmup=2)
+            c = compile_seconds(f, qs)
+            t = timeit_compiled(f, qs, repeats=args.repeats, warmup=2)
             rows[b] = {"us_per_pose": t / b * 1e6, "compile_seconds": c}
             print(f"  fitted {dtype}, batch {b}: {t / b * 1e6:.4f} us/pose (compile {c:.2f} s)")
         qs = jnp.asarray(poses[: min(args.batches[-1], 4096)])
-        L64, R64 = f(fitted, qs)
-        L, R = f(m, qs.astype(dtype))
+        L64, R64 = f64(qs)
+        L, R = f(qs.astype(dtype))
         rows["max_abs_diff_to_float64_m"] = {
             "lengths": float(jnp.max(jnp.abs(L.astype(L64.dtype) - L64))),
             "moment_arms": float(jnp.max(jnp.abs(R.astype(R64.dtype) - R64))),

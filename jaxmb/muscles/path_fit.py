@@ -32,6 +32,7 @@ import itertools
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from math import comb
 
 import equinox as eqx
 import jax
@@ -334,6 +335,7 @@ def fit_paths(
     validation: int = 500,
     min_degree: int = 2,
     max_degree: int = 12,
+    max_terms: int = 500,
     length_tolerance: float = 1e-4,
     moment_arm_tolerance: float = 1e-3,
     moment_arm_threshold: float = 1e-6,
@@ -356,6 +358,9 @@ def fit_paths(
         min_degree, max_degree: the total polynomial degrees tried, lowest first; the search
             stops at the first degree within the tolerances, or when three degrees in a row do not
             cut the error by 5 % (a jump or kink of the exact path hardly yields to degree).
+        max_terms: no degree whose polynomial has more coefficients than this is tried (C(k + d,
+            d) for k coordinates: 495 at k = 4, d = 8), which bounds the cost per pose and of
+            the fit for muscles that span many coordinates.
         length_tolerance, moment_arm_tolerance: the largest length (m) and moment-arm (m) errors
             at 99 % of the fitting poses at which a degree is accepted; a muscle that does not
             meet them keeps the degree with the smallest error, and the report says so.
@@ -379,6 +384,8 @@ def fit_paths(
     ):
         if int(v) != v or v < lo:
             raise ModelError(f"fit_paths: {name} must be a positive integer, got {v!r}")
+    if int(max_terms) != max_terms or max_terms < 1:
+        raise ModelError(f"fit_paths: max_terms must be a positive integer, got {max_terms!r}")
     if not 0 <= min_degree <= max_degree:
         raise ModelError(
             f"fit_paths: need 0 ≤ min_degree ≤ max_degree, got {min_degree}, {max_degree}"
@@ -429,7 +436,8 @@ def fit_paths(
         x = (q_fit[:, c] - center[c]) / half[c]
         dLdq = -R_fit[:, c, m]
         best, stale = None, 0
-        for d in range(min_degree, max_degree + 1) if c else (0,):
+        degrees = [d for d in range(min_degree, max_degree + 1) if comb(len(c) + d, d) <= max_terms]
+        for d in (degrees or [min_degree]) if c else (0,):
             coef, res = _fit_one(x, half[c], L_fit[:, m], dLdq, d, wl, wr)
             # in units of the tolerances; the 99th percentile, as the fit gives up on jumps
             score = max(np.percentile(r, 99) for r in res)
