@@ -129,7 +129,14 @@ class _FitGroup(eqx.Module):
         if k == 0:
             return self.coef[:, 0, 0], jnp.zeros((self.coef.shape[0], 0), self.coef.dtype)
         x = (q[np.asarray(self.coords)] - self.center) / self.half
-        out = jnp.einsum("gct,gt->gc", self.coef, chebyshev_basis(k, self.degree)(x))
+        # full-precision products on accelerators too: TF32 (a GPU's default for float32 dots)
+        # left an H200's float32 lengths 1e-4 m off float64
+        out = jnp.einsum(
+            "gct,gt->gc",
+            self.coef,
+            chebyshev_basis(k, self.degree)(x),
+            precision=jax.lax.Precision.HIGHEST,
+        )
         return out[:, 0], out[:, 1:] / self.half
 
 
