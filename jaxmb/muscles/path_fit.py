@@ -67,7 +67,7 @@ class ChebyshevBasis:
         rows = [e for e in itertools.product(range(degree + 1), repeat=k) if sum(e) <= degree]
         rows.sort(key=lambda e: (sum(e), e[::-1]))
         self.degree = degree
-        self.exponents = np.asarray(rows, dtype=np.int64).reshape(-1, k)
+        self.exponents = np.asarray(rows, dtype=np.int64).reshape(len(rows), k)
         where = {e: i for i, e in enumerate(rows)}
         self.derivative = []
         for j in range(k):
@@ -86,6 +86,8 @@ class ChebyshevBasis:
         """x (..., k) in [−1, 1] → the basis (..., terms): a table of T_0 … T_d per variable by
         the three-term recurrence, then one product of k table entries per term (elementwise
         work that XLA fuses into one loop)."""
+        if x.shape[-1] == 0:  # no coordinate: the constant
+            return jnp.ones(x.shape[:-1] + (1,), x.dtype)
         T = [jnp.ones_like(x), x]
         for _ in range(1, self.degree):
             T.append(2.0 * x * T[-1] - T[-2])

@@ -141,6 +141,22 @@ def test_exact_paths_drops_the_fit_and_nan_stays_nan(gait):
     assert np.all(np.isnan(L)) and np.all(np.isnan(R))
 
 
+def test_a_held_coordinate_is_named_and_a_muscle_spanning_none_is_constant(gait):
+    model, _ = gait
+    ranges = _gait_ranges() | {"ankle_angle_r": (0.1, 0.1)}
+    with pytest.warns(UserWarning, match="soleus_r.*ankle_angle_r|ankle_angle_r.*soleus_r"):
+        fitted = mb.fit_paths(model, ranges, samples=60, validation=20)
+    rep = fitted.muscles.fit.report
+    i = rep.names.index("soleus_r")  # spans the ankle alone, held here
+    assert rep.coordinates[i] == () and rep.degrees[i] == 0
+    assert rep.max_length_error[i] < 1e-12
+    q = _poses(model, ranges, 3, seed=2)
+    L, R = jax.jit(jax.vmap(lambda x: mb.lengths_and_moment_arms(fitted, x)))(q)
+    L0 = jax.jit(jax.vmap(lambda x: mb.muscle_lengths(model, x)))(q)
+    np.testing.assert_allclose(L[:, i], L0[:, i], rtol=0, atol=1e-12)
+    assert np.all(R[:, :, i] == 0.0)
+
+
 def test_a_fitted_model_is_not_saved_silently(gait, tmp_path):
     _, fitted = gait
     with pytest.raises(ModelFileError, match="fit_paths"):
