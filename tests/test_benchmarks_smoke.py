@@ -26,7 +26,9 @@ def test_throughput_quick(tmp_path):
     assert res["quick"] is True
     rows = [row for row in res["terms"] if "per_state_s" in row]
     assert rows and all(row["per_state_s"] > 0 for row in rows)
-    assert {row["method"] for row in rows} == {"tree", "closed_form"}
+    # the script's default routes: the per-state tree and closed forms, vmapped, and the batched
+    # kernel, batch-first and batch-last
+    assert {row["method"] for row in rows} == {"tree", "closed_form", "batched", "batched_bm"}
     # the peers model the same chain: M and the bias terms agree
     for dM, dn in res["terms_checks"].values():
         assert dM < 1e-10 and dn < 1e-10
