@@ -102,6 +102,7 @@ def bench(name, args):
     rng = np.random.default_rng(1)
     nmax = max(args.batches)
     poses = r[:, 0] + (r[:, 1] - r[:, 0]) * rng.uniform(size=(nmax, model.nq))
+
     def batched(m):
         # the model closed over, as users write it (an argument would be flattened every call)
         return jax.jit(jax.vmap(lambda q: mb.lengths_and_moment_arms(m, q)))
@@ -195,7 +196,7 @@ def _plot(result, path):
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for k, (row, color) in enumerate(zip(result["models"], ("C0", "C1", "C2"), strict=False)):
+    for row, color in zip(result["models"], ("C0", "C1", "C2"), strict=False):
         bs = sorted(int(b) for b in row["fitted"])
         ax.loglog(
             bs,
@@ -218,7 +219,6 @@ def _plot(result, path):
             mfc="none",
             label=f"{row['model']}: jaxmb exact",
         )
-        del k
     ax.set_xlabel("batch size (poses)")
     ax.set_ylabel("time per pose (µs), lengths + moment arms")
     ax.set_title("Fitted muscle paths vs exact and OpenSim (float64, CPU)")

@@ -198,6 +198,7 @@ _OWN_KEY = {"xla_cpu_enable_fast_math": False}
 # are then XLA's own, so results differ from a default jax.jit in the last bits (activations of
 # that trial by up to 1.1e-11, residuals unchanged at ~1e-14 N·m).
 _OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": ""}
+_OPTIONS_OK: bool | None = None  # whether this jaxlib knows them (checked on first use)
 
 
 def _options() -> dict:
@@ -211,9 +212,6 @@ def _options() -> dict:
         except Exception:  # another jaxlib: no such option
             _OPTIONS_OK = False
     return dict(_OPTIONS) if _OPTIONS_OK else {}
-
-
-_OPTIONS_OK: bool | None = None
 
 
 def _fresh_compile(lowered):
