@@ -15,8 +15,8 @@ joint map or coupling agrees with OpenSim to rounding (checked against ``opensim
 - :class:`MultiplierFunction` ``scale · g(x)``.
 
 Spline coefficients are computed with ``jnp`` in the constructor, so a spline built inside a traced
-function is differentiable with respect to its knot values. Evaluation is a ``searchsorted`` and a
-polynomial piece: exact first and second derivatives by autodiff inside each interval.
+function is differentiable with respect to its knot values. Evaluation is a knot search
+(:func:`knot_interval`) and a polynomial piece: exact first and second derivatives by autodiff inside each interval.
 
 :data:`FUNCTION_TYPES` names the OpenSim types these classes cover; reading them from an ``.osim``
 file is the OpenSim reader's job (:func:`jaxmb.io.osim.parse_function`).
@@ -32,6 +32,7 @@ from jaxtyping import Array, Float
 
 __all__ = [
     "as_array",
+    "knot_interval",
     "AbstractFunction",
     "Constant",
     "LinearFunction",
@@ -142,6 +143,19 @@ class MultiplierFunction(AbstractFunction):
         return self.function.is_constant
 
 
+def knot_interval(knots: Float[Array, " n"], t):
+    """The interval ``k`` (0 … n−2) of ``knots`` (n ≥ 2, increasing) that holds ``t``: the last
+    knot ≤ t, clipped so that points outside the knots take the end intervals.
+
+    A count of the knots ≤ t (``searchsorted``'s ``compare_all``) rather than a binary search:
+    the knots of OpenSim's functions are few (4–30), so one comparison per knot costs less than
+    the binary search's loop, and it traces to four operations instead of a loop of ~20 per
+    function: an imported model evaluates one spline per coupled coordinate, moving path point
+    and knee translation, and every one of them was a ``while`` loop in the compiled program."""
+    n = knots.shape[0]
+    return jnp.clip(jnp.searchsorted(knots, t, side="right", method="compare_all") - 1, 0, n - 2)
+
+
 def _check_knots(x, y, what: str, minimum: int):
     xs, ys = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     if xs.ndim != 1 or xs.shape != ys.shape:
@@ -212,7 +226,7 @@ class _CubicSpline(AbstractFunction):
     def __call__(self, t):
         x, y = self.x, self.y
         n = x.shape[0]
-        k = jnp.clip(jnp.searchsorted(x, t, side="right") - 1, 0, n - 2)
+        k = knot_interval(x, t)
         dx = t - x[k]
         inside = y[k] + dx * (self.b[k] + dx * (self.c[k] + dx * self.d[k]))
         below = y[0] + self.b[0] * (t - x[0])
@@ -251,7 +265,7 @@ class PiecewiseLinearFunction(AbstractFunction):
 
     def __call__(self, t):
         x, y = self.x, self.y
-        k = jnp.clip(jnp.searchsorted(x, t, side="right") - 1, 0, x.shape[0] - 2)
+        k = knot_interval(x, t)
         slope = (y[k + 1] - y[k]) / (x[k + 1] - x[k])
         return y[k] + slope * (t - x[k])
 
@@ -377,7 +391,7 @@ def natural_cubic_spline(knots, values, x):
     main = 2.0 * (h[:-1] + h[1:])
     T = jnp.diag(main) + jnp.diag(h[1:-1], 1) + jnp.diag(h[1:-1], -1)
     m = jnp.concatenate([jnp.zeros(1), jnp.linalg.solve(T, rhs), jnp.zeros(1)])
-    i = jnp.clip(jnp.searchsorted(knots, x, side="right") - 1, 0, K - 2)
+    i = knot_interval(knots, x)
     hi, t0, t1 = h[i], knots[i], knots[i + 1]
     a, b = t1 - x, x - t0
     y0, y1, m0, m1 = values[i], values[i + 1], m[i], m[i + 1]
