@@ -16,7 +16,8 @@ joint map or coupling agrees with OpenSim to rounding (checked against ``opensim
 
 Spline coefficients are computed with ``jnp`` in the constructor, so a spline built inside a traced
 function is differentiable with respect to its knot values. Evaluation is a knot search
-(:func:`knot_interval`) and a polynomial piece: exact first and second derivatives by autodiff inside each interval.
+(:func:`knot_interval`) and a polynomial piece: exact first and second derivatives by autodiff
+inside each interval.
 
 :data:`FUNCTION_TYPES` names the OpenSim types these classes cover; reading them from an ``.osim``
 file is the OpenSim reader's job (:func:`jaxmb.io.osim.parse_function`).
@@ -225,7 +226,6 @@ class _CubicSpline(AbstractFunction):
 
     def __call__(self, t):
         x, y = self.x, self.y
-        n = x.shape[0]
         k = knot_interval(x, t)
         dx = t - x[k]
         inside = y[k] + dx * (self.b[k] + dx * (self.c[k] + dx * self.d[k]))
