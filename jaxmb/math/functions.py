@@ -226,9 +226,12 @@ class _CubicSpline(AbstractFunction):
 
     def __call__(self, t):
         x, y = self.x, self.y
-        k = knot_interval(x, t)
-        dx = t - x[k]
-        inside = y[k] + dx * (self.b[k] + dx * (self.c[k] + dx * self.d[k]))
+        # the interval's knot and coefficients in one gather (four were a quarter of an imported
+        # model's compiled program: one spline per coupled coordinate and moving path point)
+        r = jnp.take(jnp.stack([x, y, self.b, self.c, self.d]), knot_interval(x, t), axis=1,
+                     mode="clip")  # fmt: skip
+        dx = t - r[0]
+        inside = r[1] + dx * (r[2] + dx * (r[3] + dx * r[4]))
         below = y[0] + self.b[0] * (t - x[0])
         above = y[-1] + self.b[-1] * (t - x[-1])
         return jnp.where(t < x[0], below, jnp.where(t > x[-1], above, inside))
@@ -266,8 +269,9 @@ class PiecewiseLinearFunction(AbstractFunction):
     def __call__(self, t):
         x, y = self.x, self.y
         k = knot_interval(x, t)
-        slope = (y[k + 1] - y[k]) / (x[k + 1] - x[k])
-        return y[k] + slope * (t - x[k])
+        r = jnp.take(jnp.stack([x[:-1], x[1:], y[:-1], y[1:]]), k, axis=1, mode="clip")
+        slope = (r[3] - r[2]) / (r[1] - r[0])
+        return r[2] + slope * (t - r[0])
 
 
 class MultivariatePolynomialFunction(eqx.Module):
