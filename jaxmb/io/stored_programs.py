@@ -3,8 +3,8 @@
 JAX's persistent cache skips XLA's compilation in a second process, but not the Python tracing
 and lowering that come before it (the cache key is a hash of the lowered program), and on an
 imported musculoskeletal model those are most of a warm run (tracing the Gait10dof18musc static
-optimization takes 15–25 s). :func:`stored_jit` therefore keeps the compiled executable itself:
-the first call compiles ``jax.jit(fn)`` for the arguments' shapes and writes the executable
+optimization takes 15–25 s). :func:`stored_program` therefore keeps the compiled executable
+itself: the first call compiles ``jax.jit(fn)`` for the arguments' shapes and writes the executable
 (``jax.experimental.serialize_executable``) to ``<compilation cache>/jaxmb_programs/``; a later
 process with the same program loads it and runs it, tracing, lowering and compiling nothing.
 (An earlier version stored the traced program with ``jax.export`` and let the persistent cache
@@ -16,8 +16,11 @@ versions and x64 flag, the backend, its platform version and device kind and (CP
 processor's model and feature flags, the argument pytree's structure (it holds every static field
 of a model: joint types, path-point kinds, muscle models, indices) and each array argument's shape
 and dtype. Array values are not in the key: they are the program's inputs. Without a persistent
-cache directory (``--no-cache``) or for arguments that are not all arrays, :func:`stored_jit` is
-``jax.jit(fn)(*args)``.
+cache directory (``--no-cache``) or for arguments that are not all arrays, :func:`stored_program`
+is ``jax.jit(fn)``. :func:`stored_jit` calls the program at once; :func:`stored_programs` loads (or
+compiles) several side by side in threads, where XLA's loading and compiling leave Python's lock
+free; a program may be asked for by its arguments' shapes (``jax.ShapeDtypeStruct``) before the
+arrays exist, e.g. the outputs of the program that runs first.
 
 :func:`stored_value` keeps what a setup command builds from the user's model files (an imported
 ``.osim`` with its muscles and actuators: about 0.2 s of Python per run) in
@@ -29,6 +32,8 @@ kept (its warnings would not be repeated); an unreadable file or entry is built 
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import hashlib
 import importlib.machinery
 import importlib.util
@@ -37,6 +42,7 @@ import pickle
 import platform
 import sys
 import tempfile
+import threading
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -58,6 +64,7 @@ except ImportError:  # another jax: lowering a small solve does the same, public
 
 _KERNEL_TABLES = ("cython_blas", "cython_lapack")  # what jaxlib reads the kernels from
 _KEPT: list = []  # those tables when loaded alone (kept alive, out of sys.modules)
+_LAPACK_LOCK = threading.Lock()  # two programs loaded at once register the kernels once
 
 
 def _initialize_lapack() -> None:
@@ -103,7 +110,16 @@ def _initialize_lapack() -> None:
             _KEPT.append(sys.modules.pop(full))
 
 
-__all__ = ["stored_jit", "stored_value", "program_dir", "value_dir", "forget_loaded"]
+__all__ = [
+    "StoredProgram",
+    "stored_jit",
+    "stored_program",
+    "stored_programs",
+    "stored_value",
+    "program_dir",
+    "value_dir",
+    "forget_loaded",
+]
 
 _PACKAGE = Path(__file__).resolve().parents[1]
 _SOURCE_HASH: str | None = None
@@ -214,24 +230,64 @@ def _options() -> dict:
     return dict(_OPTIONS) if _OPTIONS_OK else {}
 
 
-def _fresh_compile(lowered):
-    held = jax.config.jax_persistent_cache_min_compile_time_secs
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", float("inf"))
+_HOLD_LOCK = threading.Lock()
+_HOLDERS = 0
+_HELD_VALUE = None
+
+
+@contextlib.contextmanager
+def _persistent_cache_writes_held():
+    """JAX's persistent cache keeps no entry while inside (several threads may be: the setting
+    is global, so the first one in holds it and the last one out restores it)."""
+    global _HOLDERS, _HELD_VALUE
+    with _HOLD_LOCK:
+        if _HOLDERS == 0:
+            _HELD_VALUE = jax.config.jax_persistent_cache_min_compile_time_secs
+            jax.config.update("jax_persistent_cache_min_compile_time_secs", float("inf"))
+        _HOLDERS += 1
     try:
-        return lowered.compile({**_OWN_KEY, **_options()})
+        yield
     finally:
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", held)
+        with _HOLD_LOCK:
+            _HOLDERS -= 1
+            if _HOLDERS == 0:
+                jax.config.update("jax_persistent_cache_min_compile_time_secs", _HELD_VALUE)
 
 
-def stored_jit(fn, *args, name: str, directory: str | Path | None = None):
-    """``jax.jit(fn)(*args)``, with the compiled program stored for later processes (see the
-    module docstring). ``name`` identifies ``fn`` in the key and the file name; ``directory``
-    overrides :func:`program_dir`. The result is the same as ``jax.jit(fn)(*args)`` gives with
-    jaxmb's compiler options (:data:`_OPTIONS`)."""
+def _fresh_compile(lowered):
+    with _persistent_cache_writes_held():
+        return lowered.compile({**_OWN_KEY, **_options()})
+
+
+def _is_array(x) -> bool:
+    return isinstance(x, (jax.Array, np.ndarray, jax.ShapeDtypeStruct))
+
+
+class StoredProgram:
+    """A compiled program of ``fn`` for one argument structure (see :func:`stored_program`).
+    Calling it with arguments of that structure, shapes and dtypes runs the compiled code."""
+
+    def __init__(self, compiled, treedef):
+        self._compiled = compiled
+        self._treedef = treedef
+
+    def __call__(self, *args):
+        leaves, treedef = jax.tree_util.tree_flatten(args)
+        if treedef != self._treedef:
+            raise TypeError(f"stored program called with another structure: {treedef}")
+        return self._compiled(*leaves)
+
+
+def stored_program(fn, *args, name: str, directory: str | Path | None = None):
+    """The compiled ``jax.jit(fn)`` for ``args`` (arrays, or ``jax.ShapeDtypeStruct`` where
+    only the shape is known yet), loaded from :func:`program_dir` when a program with this key
+    is stored, else traced, compiled and stored (see the module docstring). ``name`` identifies
+    ``fn`` in the key and the file name; ``directory`` overrides :func:`program_dir`. Without a
+    directory, or for arguments that are not all arrays, it is ``jax.jit(fn)``."""
     d = Path(directory) if directory is not None else program_dir()
     leaves, treedef = jax.tree_util.tree_flatten(args)
-    if d is None or not all(isinstance(x, (jax.Array, np.ndarray)) for x in leaves):
-        return jax.jit(fn, compiler_options=_options() or None)(*args)
+    if d is None or not all(_is_array(x) for x in leaves):
+        return jax.jit(fn, compiler_options=_options() or None)
     path = d / f"{name}-{_key(name, treedef, leaves)}{_SUFFIX}"
     call = _LOADED.get(path)
     if call is None and path.is_file():
@@ -241,7 +297,8 @@ def stored_jit(fn, *args, name: str, directory: str | Path | None = None):
             # loaded executable is not lowered, and calling one of them unregistered crashes.
             # Registering loads scipy's kernel tables, so only for programs that call them.
             if uses_lapack:
-                _initialize_lapack()
+                with _LAPACK_LOCK:
+                    _initialize_lapack()
             call = deserialize_and_load(*stored)
         except Exception:  # a truncated or foreign file: compiled again and overwritten below
             call = None
@@ -256,7 +313,31 @@ def stored_jit(fn, *args, name: str, directory: str | Path | None = None):
         call = _fresh_compile(lowered)
         _write_atomic(d, path, pickle.dumps((uses_lapack, *serialize(call))))
     _LOADED[path] = call
-    return call(*leaves)
+    return StoredProgram(call, treedef)
+
+
+def stored_programs(*requests, directory: str | Path | None = None) -> list:
+    """Several :func:`stored_program` at once: ``requests`` are ``(fn, args, name)`` tuples,
+    the result their programs in that order. They are loaded (or traced and compiled) in
+    threads: loading a stored program and compiling one run in XLA outside Python's lock, so
+    two programs take about the time of the larger one on two cores (a warm
+    ``jaxmb static-optimization`` loads two)."""
+
+    def one(request):
+        fn, args, name = request
+        return stored_program(fn, *args, name=name, directory=directory)
+
+    if len(requests) < 2:
+        return [one(r) for r in requests]
+    with concurrent.futures.ThreadPoolExecutor(len(requests)) as pool:
+        return list(pool.map(one, requests))
+
+
+def stored_jit(fn, *args, name: str, directory: str | Path | None = None):
+    """``jax.jit(fn)(*args)``, with the compiled program stored for later processes: the
+    :func:`stored_program` of ``args``, called. The result is the same as ``jax.jit(fn)(*args)``
+    gives with jaxmb's compiler options (:data:`_OPTIONS`)."""
+    return stored_program(fn, *args, name=name, directory=directory)(*args)
 
 
 def _write_atomic(d: Path, path: Path, data: bytes) -> None:

@@ -259,3 +259,33 @@ def test_stored_value_without_a_cache_directory_builds_every_time(monkeypatch, t
     for _ in range(2):
         sp.stored_value(_builder(src, calls), name="m", files=[src])
     assert len(calls) == 2
+
+
+def _kinetic(m: _Springs, q):
+    TRACES.append(("kinetic", q.shape))
+    return 0.5 * jnp.sum(m.k * q[:, jnp.asarray(m.order)] ** 2, axis=1)
+
+
+def test_programs_of_shapes_are_compiled_and_loaded_side_by_side(cache_dir):
+    m = _Springs(jnp.array([1.0, 2.0, 3.0]), (2, 0, 1))
+    q = np.random.default_rng(1).normal(size=(4, 3))
+    spec = jax.ShapeDtypeStruct(q.shape, q.dtype)
+    held = jax.config.jax_persistent_cache_min_compile_time_secs
+    d = cache_dir / "p"
+    requests = ((_energy, (m, spec), "energy"), (_kinetic, (m, spec), "kinetic"))
+    energy, kinetic = sp.stored_programs(*requests, directory=d)
+    assert len(TRACES) == 2
+    assert jax.config.jax_persistent_cache_min_compile_time_secs == held
+    want_e, want_k = jax.jit(_energy)(m, q), jax.jit(_kinetic)(m, q)
+    TRACES.clear()
+    for _ in range(2):  # compiled here, then loaded from the files by a new process
+        got_e, got_k = energy(m, q), kinetic(m, q)
+        for g, w in zip((*got_e, got_k), (*want_e, want_k), strict=True):
+            np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-15, atol=1e-15)
+        _new_process()
+        energy, kinetic = sp.stored_programs(*requests, directory=d)
+    assert not TRACES  # the shapes' programs are the arrays' programs: nothing traced again
+    run(cache_dir, m, q)
+    assert not TRACES and len(list(d.glob("*.xlaexec"))) == 2
+    with pytest.raises(TypeError, match="structure"):
+        kinetic(m, q, q)

@@ -26,7 +26,7 @@ from ...math.functions import as_array
 from ...muscles import lengths_and_moment_arms
 from ..motion import Storage, write_storage
 from ..osim import OsimImport, model_with_muscles, read_osim
-from ..stored_programs import stored_jit, stored_value
+from ..stored_programs import stored_program, stored_programs, stored_value
 from .actuators import actuator_loads, model_actuators, muscle_capacity, read_force_set
 from .coordinates import TrialCoordinates, trial_coordinates
 from .external_loads import read_external_loads, sample_external_loads
@@ -215,15 +215,24 @@ def run_static_optimization(
         loads = sample_external_loads(read_external_loads(setup.external_loads_file), imp, times)
     say(f"compiling and solving {times.shape[0]} frames")
     t_start = _time.perf_counter()
-    # stored programs: a later run with this model and trial length traces nothing
-    L, R = stored_jit(trial_paths, model, q, name="trial_paths")
-    say("muscle paths done")
-    x, F, res, cost = (
-        np.asarray(v)
-        for v in stored_jit(
-            so_problem_solve, model, prob, q, u, udot, loads, L, R, name="so_problem_solve"
-        )
+    # stored programs: a later run with this model and trial length traces nothing; the two are
+    # loaded (or compiled) side by side, the solve's paths inputs known by their shapes
+    nt, nm = q.shape[0], len(model.muscle_names)
+    dtype = jnp.result_type(q.dtype, float)
+    paths_out = (
+        jax.ShapeDtypeStruct((nt, nm), dtype),
+        jax.ShapeDtypeStruct((nt, model.nq, nm), dtype),
     )
+    solve_args = (model, prob, q, u, udot, loads)
+    paths, solve = stored_programs(
+        (trial_paths, (model, q), "trial_paths"),
+        (so_problem_solve, (*solve_args, *paths_out), "so_problem_solve"),
+    )
+    L, R = paths(model, q)
+    say("muscle paths done")
+    if [(v.shape, v.dtype) for v in (L, R)] != [(v.shape, v.dtype) for v in paths_out]:
+        solve = stored_program(so_problem_solve, *solve_args, L, R, name="so_problem_solve")
+    x, F, res, cost = (np.asarray(v) for v in solve(*solve_args, L, R))
     secs = _time.perf_counter() - t_start
     mx = np.max(np.abs(res), axis=1)
     bad = times[~(mx <= tol)]
