@@ -14,7 +14,7 @@ import jax
 from ..io.motion import MotionFileError
 from ..io.osim import OsimImportError
 from ..io.setup import SetupError
-from ..plots import import_matplotlib_in_background
+from ..plots import FigureProcess
 from .common import CliError, output_dir
 
 __all__ = [
@@ -82,15 +82,16 @@ def setup_errors(fn):
         raise CliError(str(e).splitlines()[0]) from None
 
 
-def start_run(args) -> Progress:
+def start_run(args) -> tuple[Progress, FigureProcess | None]:
     """What every setup command does first: ``--out`` checked before any work, the progress
     display, the persistent compilation cache unless ``--no-cache``, and (unless ``--no-plot``)
-    matplotlib's import started beside the analysis."""
+    the process that draws the PNG, started now so that matplotlib's import overlaps the
+    analysis on another core. Returns the progress display and that process (None with
+    ``--no-plot``)."""
     if args.out is not None:
         output_dir(args.out)
-    if not args.no_plot:
-        import_matplotlib_in_background()
+    figures = None if args.no_plot else FigureProcess()
     say = Progress(args.quiet)
     if not args.no_cache:
         say(f"compilation cache: {enable_cache()}")
-    return say
+    return say, figures
