@@ -1,9 +1,12 @@
 """jaxmb's OpenSim-setup commands against OpenSim 4.6's tools on the same setup files.
 
 Per trial and tool: jaxmb cold (a fresh persistent compilation cache), jaxmb warm (the same cache,
-second run) — both as a user waits, the ``jaxmb`` command in a new process — and OpenSim's tool
-(InverseDynamicsTool / AnalyzeTool) in a new process. Writes ``opensim_tools.json`` and
-``opensim_tools.png`` in --out, with the machine's load average at the start and end.
+later runs) — both as a user waits, the ``jaxmb`` command as typed (PNG included) in a new
+process — and OpenSim's tool (InverseDynamicsTool / AnalyzeTool) in a new process. The warm runs
+and OpenSim's alternate ``--repeat`` times and the medians are reported (each sample is in the
+JSON), with the warm run without its PNG (``--no-plot``) beside them. Writes
+``opensim_tools.json`` and ``opensim_tools.png`` in --out, with the machine's load average at the
+start and end.
 
     PYTHONPATH=$PWD python benchmarks/opensim_tools.py --out bench_out --only id --trial gait
 """
@@ -13,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -56,6 +60,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="bench_out")
     ap.add_argument("--only", choices=["id", "so"], default=None)
     ap.add_argument("--trial", choices=["arm26", "gait"], default=None)
+    ap.add_argument("--repeat", type=int, default=5, help="warm and OpenSim runs, alternating")
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -66,26 +71,26 @@ def main(argv=None) -> int:
             continue
         with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as res:
             e = dict(env, JAXMB_CACHE_DIR=cache)
-            cmd = [
-                sys.executable,
-                "-m",
-                "jaxmb.cli",
-                COMMAND[tool],
-                str(setup),
-                "--out",
-                res,
-                "--no-plot",
-                "--quiet",
-            ]
+            cmd = [sys.executable, "-m", "jaxmb.cli", COMMAND[tool], str(setup), "--out", res,
+                   "--quiet"]  # fmt: skip
             cold = _wall(cmd, e)
-            warm = _wall(cmd, e)
-            osim = _wall([sys.executable, "-c", OPENSIM[tool], setup.name, res], env, setup.parent)
+            warm, warm_no_plot, osim = [], [], []
+            for _ in range(args.repeat):
+                warm.append(_wall(cmd, e))
+                osim.append(
+                    _wall([sys.executable, "-c", OPENSIM[tool], setup.name, res], env, setup.parent)
+                )
+                warm_no_plot.append(_wall([*cmd, "--no-plot"], e))
         row = {
             "trial": trial,
             "tool": tool,
             "jaxmb_cold_s": cold,
-            "jaxmb_warm_s": warm,
-            "opensim_s": osim,
+            "jaxmb_warm_s": statistics.median(warm),
+            "jaxmb_warm_no_plot_s": statistics.median(warm_no_plot),
+            "opensim_s": statistics.median(osim),
+            "warm_over_opensim": statistics.median(warm) / statistics.median(osim),
+            "samples": {"jaxmb_warm_s": warm, "jaxmb_warm_no_plot_s": warm_no_plot,
+                        "opensim_s": osim},  # fmt: skip
             "load": os.getloadavg(),
         }
         print(json.dumps(row), flush=True)
