@@ -106,23 +106,3 @@ def test_trial_columns_plot_one_panel_per_column_and_a_time_axis_under_each_colu
         assert x.get_position()[1] < b[1]
     assert fig._supylabel.get_text() == "moment (N·m)"
     assert [x.get_text() for x in fig.legends[0].get_texts()] == ["jaxmb", "OpenSim"]
-
-
-def test_figure_process_draws_what_this_process_draws(tmp_path, monkeypatch):
-    """The setup commands' PNG drawn by the figure process (started before the analysis) is the
-    file plot_trial_columns writes here, byte for byte; a process that cannot start leaves the
-    figure to this process."""
-    t = np.linspace(0.0, 1.0, 30)
-    values = np.column_stack([np.sin(t), np.cos(t), t**2])
-    labels = ["a", "b", "c"]
-    args = (t, values, labels, "activation", "trial")
-    plots.plot_trial_columns(tmp_path / "here.png", *args)
-    figures = plots.FigureProcess()
-    figures.plot_trial_columns(tmp_path / "there.png", *args)
-    figures.close()
-    assert (tmp_path / "there.png").read_bytes() == (tmp_path / "here.png").read_bytes()
-    monkeypatch.setattr("sys.executable", str(tmp_path / "no-python"))
-    figures = plots.FigureProcess()
-    figures.plot_trial_columns(tmp_path / "fallback.png", *args)
-    figures.close()
-    assert (tmp_path / "fallback.png").read_bytes() == (tmp_path / "here.png").read_bytes()

@@ -12,7 +12,7 @@ import numpy as np
 from ..analyses import gait
 from ..analyses import newton_euler as ne
 from ..io.setup import run_inverse_dynamics
-from ..plots import plot_joint_loads
+from ..plots import plot_joint_loads, plot_trial_columns
 from .common import CliError, output_dir, table
 from .opensim_runs import add_common_options, setup_errors, start_run
 
@@ -136,7 +136,7 @@ def _joint_loads_files(args, out: Path) -> int:
 
 def opensim_setup(args) -> int:
     """``jaxmb inverse-dynamics SETUP.xml``: write OpenSim's generalized-force .sto and a PNG."""
-    say, figures = start_run(args)
+    say = start_run(args)
     r = setup_errors(lambda: run_inverse_dynamics(args.data, args.out, progress=say))
     say(f"done: {r.times.shape[0]} frames")
     rows = [
@@ -156,12 +156,11 @@ def opensim_setup(args) -> int:
         f"wall {say.elapsed:.1f} s"
     )
     print(r.output)
-    if figures is not None:
+    if not args.no_plot:
         png = Path(r.output).with_suffix(".png")
-        figures.plot_trial_columns(
+        plot_trial_columns(
             png, r.times, r.tau, r.labels, "N·m or N", f"{r.setup.name}: inverse dynamics"
         )
-        figures.close()
         print(png)
     return 0
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from ..io.setup import run_inverse_kinematics
+from ..plots import plot_trial_columns
 from .common import table
 from .opensim_runs import add_common_options, setup_errors, start_run
 
@@ -34,7 +35,7 @@ def add_parser(subparsers):
 
 def run(args) -> int:
     """Run the setup; print the summary and the files written."""
-    say, figures = start_run(args)
+    say = start_run(args)
     r = setup_errors(lambda: run_inverse_kinematics(args.setup, args.out, progress=say))
     say(f"done: {r.times.shape[0]} frames")
     res = r.result
@@ -50,10 +51,9 @@ def run(args) -> int:
     print(f"frames: {r.times.shape[0]}; markers: {len(r.markers)}; wall {say.elapsed:.1f} s")
     for p in r.outputs:
         print(p)
-    if figures is not None and r.outputs:
+    if not args.no_plot and r.outputs:
         png = Path(r.outputs[0]).with_suffix(".png")
-        figures.plot_trial_columns(png, r.times, r.q, r.coordinate_names, "rad or m",
-                                   f"{r.setup.name}: inverse kinematics")  # fmt: skip
-        figures.close()
+        plot_trial_columns(png, r.times, r.q, r.coordinate_names, "rad or m",
+                           f"{r.setup.name}: inverse kinematics")
         print(png)
     return 0

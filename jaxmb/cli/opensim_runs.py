@@ -14,7 +14,7 @@ import jax
 from ..io.motion import MotionFileError
 from ..io.osim import OsimImportError
 from ..io.setup import SetupError
-from ..plots import FigureProcess
+from ..plots import import_matplotlib_in_background
 from .common import CliError, output_dir
 
 __all__ = [
@@ -82,16 +82,15 @@ def setup_errors(fn):
         raise CliError(str(e).splitlines()[0]) from None
 
 
-def start_run(args) -> tuple[Progress, FigureProcess | None]:
+def start_run(args) -> Progress:
     """What every setup command does first: ``--out`` checked before any work, the progress
     display, the persistent compilation cache unless ``--no-cache``, and (unless ``--no-plot``)
-    the process that draws the PNG, started now so that matplotlib's import overlaps the
-    analysis on another core. Returns the progress display and that process (None with
-    ``--no-plot``)."""
+    matplotlib's import started beside the analysis."""
     if args.out is not None:
         output_dir(args.out)
-    figures = None if args.no_plot else FigureProcess()
+    if not args.no_plot:
+        import_matplotlib_in_background()
     say = Progress(args.quiet)
     if not args.no_cache:
         say(f"compilation cache: {enable_cache()}")
-    return say, figures
+    return say

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from ..io.setup import run_static_optimization
+from ..plots import plot_trial_columns
 from .common import table
 from .opensim_runs import add_common_options, setup_errors, start_run
 
@@ -42,7 +43,7 @@ def add_parser(subparsers):
 
 def run(args) -> int:
     """Run the setup; print the summary and the files written. Returns the exit status."""
-    say, figures = start_run(args)
+    say = start_run(args)
     r = setup_errors(
         lambda: run_static_optimization(args.setup, args.out, tol=args.tol, progress=say)
     )
@@ -70,9 +71,9 @@ def run(args) -> int:
         )
     for p in r.outputs:
         print(p)
-    if figures is not None and r.outputs:
+    if not args.no_plot and r.outputs:
         png = Path(r.outputs[0]).with_suffix(".png")
-        figures.plot_trial_columns(
+        plot_trial_columns(
             png,
             r.times,
             r.activations,
@@ -80,6 +81,5 @@ def run(args) -> int:
             "control (activation)",
             f"{r.setup.name}: static optimization",
         )
-        figures.close()
         print(png)
     return 0
