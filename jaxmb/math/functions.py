@@ -34,6 +34,7 @@ from jaxtyping import Array, Float
 __all__ = [
     "as_array",
     "knot_interval",
+    "interval_values",
     "AbstractFunction",
     "Constant",
     "LinearFunction",
@@ -150,11 +151,18 @@ def knot_interval(knots: Float[Array, " n"], t):
 
     A count of the knots ≤ t (``searchsorted``'s ``compare_all``) rather than a binary search:
     the knots of OpenSim's functions are few (4–30), so one comparison per knot costs less than
-    the binary search's loop, and it traces to four operations instead of a loop of ~20 per
-    function: an imported model evaluates one spline per coupled coordinate, moving path point
-    and knee translation, and every one of them was a ``while`` loop in the compiled program."""
+    the binary search's loop, and it compiles to a few elementwise operations and one sum instead
+    of a ``while`` loop per function (an imported model evaluates one spline per coupled
+    coordinate, moving path point and knee translation)."""
     n = knots.shape[0]
     return jnp.clip(jnp.searchsorted(knots, t, side="right", method="compare_all") - 1, 0, n - 2)
+
+
+def interval_values(k, *columns):
+    """``tuple(c[k] for c in columns)`` for knot intervals ``k`` (from :func:`knot_interval`) in
+    one gather: each indexed gather of its own is a separate operation of the compiled
+    program, and an imported model has one spline per coupled coordinate and moving point."""
+    return tuple(jnp.take(jnp.stack(columns), k, axis=1, mode="clip"))
 
 
 def _check_knots(x, y, what: str, minimum: int):
@@ -226,12 +234,9 @@ class _CubicSpline(AbstractFunction):
 
     def __call__(self, t):
         x, y = self.x, self.y
-        # the interval's knot and coefficients in one gather (four were a quarter of an imported
-        # model's compiled program: one spline per coupled coordinate and moving path point)
-        r = jnp.take(jnp.stack([x, y, self.b, self.c, self.d]), knot_interval(x, t), axis=1,
-                     mode="clip")  # fmt: skip
-        dx = t - r[0]
-        inside = r[1] + dx * (r[2] + dx * (r[3] + dx * r[4]))
+        xk, yk, bk, ck, dk = interval_values(knot_interval(x, t), x, y, self.b, self.c, self.d)
+        dx = t - xk
+        inside = yk + dx * (bk + dx * (ck + dx * dk))
         below = y[0] + self.b[0] * (t - x[0])
         above = y[-1] + self.b[-1] * (t - x[-1])
         return jnp.where(t < x[0], below, jnp.where(t > x[-1], above, inside))
@@ -268,10 +273,8 @@ class PiecewiseLinearFunction(AbstractFunction):
 
     def __call__(self, t):
         x, y = self.x, self.y
-        k = knot_interval(x, t)
-        r = jnp.take(jnp.stack([x[:-1], x[1:], y[:-1], y[1:]]), k, axis=1, mode="clip")
-        slope = (r[3] - r[2]) / (r[1] - r[0])
-        return r[2] + slope * (t - r[0])
+        x0, x1, y0, y1 = interval_values(knot_interval(x, t), x[:-1], x[1:], y[:-1], y[1:])
+        return y0 + (y1 - y0) / (x1 - x0) * (t - x0)
 
 
 class MultivariatePolynomialFunction(eqx.Module):
@@ -395,10 +398,10 @@ def natural_cubic_spline(knots, values, x):
     main = 2.0 * (h[:-1] + h[1:])
     T = jnp.diag(main) + jnp.diag(h[1:-1], 1) + jnp.diag(h[1:-1], -1)
     m = jnp.concatenate([jnp.zeros(1), jnp.linalg.solve(T, rhs), jnp.zeros(1)])
-    i = knot_interval(knots, x)
-    hi, t0, t1 = h[i], knots[i], knots[i + 1]
+    hi, t0, t1, y0, y1, m0, m1 = interval_values(
+        knot_interval(knots, x), h, knots[:-1], knots[1:], values[:-1], values[1:], m[:-1], m[1:]
+    )
     a, b = t1 - x, x - t0
-    y0, y1, m0, m1 = values[i], values[i + 1], m[i], m[i + 1]
     val = (
         (m0 * a**3 + m1 * b**3) / (6 * hi)
         + (y0 / hi - m0 * hi / 6) * a

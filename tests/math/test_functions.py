@@ -7,6 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from jaxmb.math import SimmSpline
 from jaxmb.math.functions import knot_interval
 
 
@@ -31,8 +32,6 @@ def test_knot_interval_equals_binary_search(n, seed):
 
 
 def test_knot_interval_of_nan_is_an_end_interval_and_the_spline_stays_nan():
-    from jaxmb.math import SimmSpline
-
     x = np.linspace(0.0, 1.0, 6)
     assert 0 <= int(knot_interval(x, np.nan)) <= 4  # NaN sorts last: the last interval
     assert np.isnan(float(SimmSpline(x, np.sin(x))(np.nan)))
