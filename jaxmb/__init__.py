@@ -37,6 +37,7 @@ from .dynamics import (  # noqa: E402
 from .joint_maps import (  # noqa: E402
     AbstractJointMap,
     ExplicitMap,
+    IdentityMap,
     ImplicitMap,
     ImplicitSolution,
     LinearMap,

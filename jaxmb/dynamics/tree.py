@@ -49,7 +49,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ..forces import applied_forces
-from ..joint_maps import LinearMap
+from ..joint_maps import IdentityMap, LinearMap
 from ..kinematics import (
     Kinematics,
     cross3,
@@ -415,7 +415,10 @@ def coordinate_space_terms(
 
 
 def _is_identity(joint_map) -> bool | None:
-    """True/False when the map's values are concrete, None under a trace."""
+    """True/False when the map's values are concrete, None under a trace (an
+    :class:`~jaxmb.joint_maps.IdentityMap` is the identity by its type, traced or not)."""
+    if isinstance(joint_map, IdentityMap):
+        return True
     if not isinstance(joint_map, LinearMap):
         return False
     try:
@@ -426,8 +429,9 @@ def _is_identity(joint_map) -> bool | None:
 
 
 def is_identity_map(model: Model) -> bool | None:
-    """True/False when ``model.joint_map`` is (is not) ``f(q) = q`` with concrete values; None
-    when its values are traced (undecidable)."""
+    """True/False when ``model.joint_map`` is (is not) ``f(q) = q``: an
+    :class:`~jaxmb.joint_maps.IdentityMap` always, a :class:`~jaxmb.joint_maps.LinearMap` with
+    concrete values; None for a LinearMap whose values are traced (undecidable)."""
     return _is_identity(model.joint_map)
 
 

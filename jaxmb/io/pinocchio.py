@@ -17,7 +17,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from ..joint_maps import LinearMap
+from ..joint_maps import IdentityMap, LinearMap
 from ..kinematics import rotation
 
 __all__ = ["depth_first_order", "is_identity_map", "to_pinocchio"]
@@ -41,6 +41,8 @@ def is_identity_map(model) -> bool:
     """True when the joint map is f(q) = q (one coordinate per joint), so that Pinocchio's
     configuration is jaxmb's q."""
     jm = model.joint_map
+    if isinstance(jm, IdentityMap):
+        return jm.nj == model.nb
     return bool(
         isinstance(jm, LinearMap)
         and np.shape(jm.A) == (model.nb, model.nb)

@@ -6,7 +6,7 @@ dynamics need f, its Jacobian ``J[i, :] = ∇f_iᵀ`` and the Hessians ``H[i] = 
 
 Three kinds of map live here:
 
-* explicit maps (:class:`LinearMap`, :class:`ExplicitMap`): a measured rhythm f(q) in closed form;
+* explicit maps (:class:`IdentityMap`, :class:`LinearMap`, :class:`ExplicitMap`): a measured rhythm f(q) in closed form;
 * :class:`ImplicitMap`: the holonomic constraints ``g(f, q) = 0`` of closed kinematic loops, solved
   by Newton's method inside JAX with derivatives by the implicit function theorem (§3-3);
 * :class:`PremodelMap` (built by :func:`premodel`): the seed's pre-modeling, a spline fit of any map
@@ -21,7 +21,7 @@ default to forward-mode autodiff, and a subclass may override :meth:`AbstractJoi
 with something cheaper or exact in closed form.
 """
 
-from .base import AbstractJointMap, ExplicitMap, LinearMap, identity_map
+from .base import AbstractJointMap, ExplicitMap, IdentityMap, LinearMap, identity_map
 from .coordinate_functions import OsimJointMap
 from .derivatives import (
     METHODS,

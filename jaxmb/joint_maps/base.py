@@ -15,7 +15,6 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jaxtyping import Array, Float
 
 
@@ -93,9 +92,58 @@ class LinearMap(AbstractJointMap):
         return jnp.zeros((self.nj, self.nq, self.nq), dtype=self.A.dtype)
 
 
-def identity_map(n: int) -> LinearMap:
-    """``f(q) = q``: one coordinate per joint (an open chain or tree)."""
-    return LinearMap(np.eye(n))
+class IdentityMap(AbstractJointMap):
+    """``f(q) = q``: one coordinate per joint (an open chain or tree).
+
+    It has no parameters, so it is the identity by its type: a model passed to ``jax.jit`` as an
+    argument (its arrays traced) still takes the dynamics' route without the projection through
+    ∇f = I and H = 0. (A :class:`LinearMap` with A = I is recognized only where its values are
+    concrete.) ``A`` and ``b`` give the same map as a :class:`LinearMap`.
+
+    Attributes:
+        nq, nj: the number of coordinates and joints (equal).
+    """
+
+    nq: int = eqx.field(static=True)
+    nj: int = eqx.field(static=True)
+
+    def __init__(self, n: int):
+        n = int(n)
+        if n < 0:
+            raise ValueError(f"IdentityMap: the number of joints must be >= 0, got {n}")
+        self.nq = self.nj = n
+
+    @property
+    def A(self) -> Float[Array, "nj nq"]:
+        return jnp.eye(self.nj)
+
+    @property
+    def b(self) -> Float[Array, " nj"]:
+        return jnp.zeros(self.nj)
+
+    def __call__(self, q):
+        q = jnp.asarray(q)
+        if q.shape[-1:] != (self.nq,):
+            raise ValueError(
+                f"IdentityMap({self.nq}): q must have shape ({self.nq},), got {q.shape}"
+            )
+        return q
+
+    def derivatives(self, q):
+        f = self(q)
+        dtype = jnp.result_type(f, float)
+        return f, jnp.eye(self.nj, dtype=dtype), jnp.zeros((self.nj, self.nq, self.nq), dtype)
+
+    def jacobian(self, q):
+        return self.derivatives(q)[1]
+
+    def hessian(self, q):
+        return self.derivatives(q)[2]
+
+
+def identity_map(n: int) -> IdentityMap:
+    """``f(q) = q``: one coordinate per joint (an open chain or tree), :class:`IdentityMap`."""
+    return IdentityMap(n)
 
 
 class ExplicitMap(AbstractJointMap):

@@ -26,6 +26,7 @@ from jaxmb.dynamics import (
     gravity_forces,
     mass_matrix,
 )
+from jaxmb.dynamics.tree import is_identity_map
 from jaxmb.model import ModelError
 from jaxmb.models.chain import chain
 from jaxmb.simulation import batched_rk4
@@ -82,7 +83,8 @@ def test_terms_match_tree_path(make):
 
 def test_identity_flag_under_jit_matches_projection():
     """identity_map=True (no projection, the benchmark's setting) = the projected general route."""
-    model = chain(5)
+    # a LinearMap with A = I: undecidable once traced, so None must project
+    model = eqx.tree_at(lambda m: m.joint_map, chain(5), mb.LinearMap(np.eye(5)))
     q, qd = _states(5, 1)
     dyn, static = eqx.partition(model, eqx.is_array)
 
@@ -191,6 +193,28 @@ def test_gradient_wrt_parameters_matches_tree_path():
     )
     for a, b in zip(g1, g2, strict=True):
         _assert_close(a, b, 1e-12, "gradient")
+
+
+def test_identity_map_is_known_under_a_trace():
+    """chain(n)'s IdentityMap is the identity by type: with the model a jit argument (traced),
+    the public terms take the route without projection, and equal the projected route of the
+    same model with a LinearMap(I) (1e-13 relative)."""
+    model = chain(5)
+    assert isinstance(model.joint_map, mb.IdentityMap)
+    linear = eqx.tree_at(lambda m: m.joint_map, model, mb.LinearMap(np.eye(5)))
+    q, qd = _states(5, 2)
+    seen = []
+
+    @eqx.filter_jit  # the model an argument, its arrays traced
+    def terms(m, q, qd):
+        seen.append(is_identity_map(m))
+        return jax.vmap(lambda a, b: (mass_matrix(m, a), bias_forces(m, a, b),
+                                      gravity_forces(m, a)))(q, qd)  # fmt: skip
+
+    outs = [terms(mdl, q, qd) for mdl in (model, linear)]
+    assert seen == [True, None]
+    for a, b, what in zip(*outs, ("M", "N q̇", "G"), strict=True):
+        _assert_close(a, b, 1e-13, what)
 
 
 def test_bad_input_raises():

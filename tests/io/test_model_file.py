@@ -38,7 +38,7 @@ from jaxmb.io.model_file import (
     model_to_dict,
     save_model,
 )
-from jaxmb.joint_maps import ExplicitMap
+from jaxmb.joint_maps import ExplicitMap, LinearMap
 from jaxmb.math import ExpressionError, Expressions
 from jaxmb.model import Body, build_model
 from jaxmb.muscles import (
@@ -111,6 +111,17 @@ def test_every_builtin_round_trips_exactly(name, tmp_path):
     loaded = load_model(path)
     assert_identical(model, loaded)
     assert dumps_model(loaded) == path.read_text().rstrip("\n")  # saving again: same text
+
+
+def test_a_linear_map_of_the_identity_stays_a_linear_map(tmp_path):
+    """A user's LinearMap(I) is saved as "linear" and loads as a LinearMap (the identity kind is
+    IdentityMap's, which chain(n) carries)."""
+    chain = _builtin("chain")
+    assert json.loads(dumps_model(chain))["joint_map"] == {"kind": "identity"}
+    linear = eqx.tree_at(lambda m: m.joint_map, chain, LinearMap(np.eye(chain.nb)))
+    loaded = load_model(save_model(linear, tmp_path / "linear.json"))
+    assert type(loaded.joint_map) is LinearMap
+    assert_identical(linear, loaded)
 
 
 # identical leaves and static structure imply the same compiled program; this checks the numbers

@@ -415,3 +415,24 @@ def test_implicit_continuation_follows_the_reference_branch():
     assert abs(float(f[1]) + np.sqrt(1 - 0.81)) < 1e-12
     with pytest.raises(ValueError, match="continuation needs reference_q"):
         ImplicitMap(circle, 1, 2, dependent=[1], reference=[-1.0], continuation=4)
+
+
+@settings(max_examples=examples(6))
+@given(seed=st.integers(0, 2**31 - 1), n=st.integers(1, 6))
+def test_identity_map_equals_linear_map_of_the_identity(seed, n):
+    """IdentityMap: f, J, H equal LinearMap(I)'s and autodiff's exactly; the dtype of q kept."""
+    q = jnp.asarray(np.random.default_rng(seed).normal(size=n))
+    im, lin = mb.IdentityMap(n), mb.LinearMap(np.eye(n))
+    for a, b in zip(im.derivatives(q), lin.derivatives(q), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    np.testing.assert_array_equal(np.asarray(jax.jacfwd(im)(q)), np.eye(n))
+    np.testing.assert_array_equal(np.asarray(im.A), np.asarray(lin.A))
+    assert im(q.astype(jnp.float32)).dtype == jnp.float32
+    assert im is not None and mb.identity_map(n) == im  # no leaves: equal by structure
+
+
+def test_identity_map_validation():
+    with pytest.raises(ValueError, match=r"IdentityMap\(3\): q must have shape \(3,\)"):
+        mb.IdentityMap(3)(jnp.zeros(2))
+    with pytest.raises(ValueError, match="must be >= 0"):
+        mb.IdentityMap(-1)
