@@ -74,11 +74,21 @@ def _muscle_set(model: Model) -> MuscleSet:
     return model.muscles
 
 
+def _moving(mus: Muscle) -> tuple[int, ...]:
+    """The indices of the points of ``mus`` that can move in their body (``moves_in_body``; a
+    point type that does not say is taken to move)."""
+    return tuple(k for k, p in enumerate(mus.points) if getattr(p, "moves_in_body", True))
+
+
 def _path_inputs(mus: Muscle, A_ext, q, nq):
-    """Body-frame and ground positions of the points, ∂location/∂q, active mask, wrap frames."""
+    """Body-frame and ground positions of the points, ∂location/∂q of the points that move in
+    their body (:func:`_moving`; (P, 3, nq)), active mask, wrap frames."""
     evals = [p.evaluate(q, nq) for p in mus.points]
     local = jnp.stack([e[0] for e in evals])
-    dlocal = jnp.stack([e[1] for e in evals])
+    moving = _moving(mus)
+    dlocal = (
+        jnp.stack([evals[k][1] for k in moving]) if moving else jnp.zeros((0, 3, nq), local.dtype)
+    )
     active = jnp.stack([e[2] for e in evals])
     X = jnp.stack([_homog(A_ext[p.body], e[0]) for p, e in zip(mus.points, evals, strict=True)])
     frames = []
@@ -91,9 +101,12 @@ def _path_inputs(mus: Muscle, A_ext, q, nq):
 class _Group(eqx.Module):
     """The muscles of one kernel call, padded to N points and W wrap slots (leading axis: muscle).
 
-    X, local (G, N, 3) m; dlocal (G, N, 3, nq); active (G, N); slots: :class:`WrapSlots` with a
-    leading G axis. Static: the muscles' indices, the kernel's type table, ``single``, the bodies
-    (``nb`` = ground) of the points (G, N) and wraps (G, W), the wraps' translations (G, W, 3).
+    X, local (G, N, 3) m; dlocal (P, 3, nq): ∂location/∂q of the P points of the group that move in
+    their body, at (muscle, point) ``moving`` (static; every other point's is zero, and a dense
+    (G, N, 3, nq) array of them cost gait2354 most of its moment-arm time); active (G, N); slots:
+    :class:`WrapSlots` with a leading G axis. Static: the muscles' indices, the kernel's type table,
+    ``single``, the bodies (``nb`` = ground) of the points (G, N) and wraps (G, W), the wraps'
+    translations (G, W, 3).
     """
 
     X: Array
@@ -103,6 +116,7 @@ class _Group(eqx.Module):
     slots: WrapSlots
     wrap_translation: Array
     index: tuple = eqx.field(static=True)
+    moving: tuple = eqx.field(static=True)
     types: tuple = eqx.field(static=True)
     single: bool = eqx.field(static=True)
     body: tuple = eqx.field(static=True)
@@ -306,13 +320,14 @@ def _groups(model: Model, A_ext, q) -> list[_Group]:
         W = max(len(mus.wraps) for mus in muscles)
         kinds = wrap_kinds(muscles)
         cols = {k: [] for k in ("X", "local", "dlocal", "active", "slots", "wt")}
-        body, wbody = [], []
-        for mus in muscles:
+        body, wbody, moving = [], [], []
+        for g, mus in enumerate(muscles):
             local, dlocal, active, X, frames = _path_inputs(mus, A_ext, q, nq)
             n, pad = X.shape[0], N - X.shape[0]
             cols["X"].append(jnp.concatenate([X, jnp.zeros((pad, 3), X.dtype)]))
             cols["local"].append(jnp.concatenate([local, jnp.zeros((pad, 3), X.dtype)]))
-            cols["dlocal"].append(jnp.concatenate([dlocal, jnp.zeros((pad, 3, nq), X.dtype)]))
+            cols["dlocal"].append(dlocal)
+            moving.extend((g, k) for k in _moving(mus))
             cols["active"].append(jnp.concatenate([active, jnp.zeros(pad, bool)]))
             cols["slots"].append(wrap_slots(mus, frames, W, kinds, n))
             wt = [pw.wrap.translation for pw in mus.wraps]
@@ -333,11 +348,12 @@ def _groups(model: Model, A_ext, q) -> list[_Group]:
             _Group(
                 stack(cols["X"]),
                 stack(cols["local"]),
-                stack(cols["dlocal"]),
+                jnp.concatenate(cols["dlocal"]),
                 stack(cols["active"]),
                 stack(cols["slots"]),
                 stack(cols["wt"]),
                 tuple(idx),
+                tuple(moving),
                 kinds,
                 cat == 1,
                 tuple(body),
@@ -453,7 +469,9 @@ def _gmlav(model: Model, q, kin):
         F = -jnp.einsum("gkba,gkb->gka", Rb, gX)  # body axes
         E = E.at[slot, m[:, None]].add(F)
         Eh = Eh.at[slot, m[:, None]].add(jnp.cross(g.local, F))
-        R_mov = R_mov.at[:, m].set(jnp.einsum("gkal,gka->lg", g.dlocal, F))
+        if g.moving:  # a point's motion in its body, (∂r/∂q)ᵀ F, for the points that move
+            gi, ki = (np.asarray(v) for v in zip(*g.moving, strict=True))
+            R_mov = R_mov.at[:, m[gi]].add(jnp.einsum("pal,pa->lp", g.dlocal, F[gi, ki]))
         if gR.shape[1]:
             sb = np.asarray(g.wrap_body)
             Rwb = A_ext[sb, :3, :3]

@@ -4,7 +4,9 @@ A musculotendon unit is an ordered path of points over bodies (seed 001 §4, Eqs
 *attachment sequence* Γ_k (Definition 2) is the sequence of bodies that the path visits; it may
 skip parent/child relations and include the ground (body ``-1`` here, "0" in the seed). Every point
 type answers ``evaluate(q, nq) -> (location (3,), ∂location/∂q (3, nq), active)`` in its body's
-frame (m), which is all the path geometry asks of it:
+frame (m), which is all the path geometry asks of it, and says by its class attribute
+``moves_in_body`` whether ∂location/∂q can be non-zero (the moment arms' moving-point term then
+reads only the points that move):
 
 - :class:`PathPoint`: a point fixed in a body (or the ground).
 - :class:`ConditionalPathPoint`: a via point that is part of the path only while one coordinate is
@@ -20,7 +22,7 @@ frame (m), which is all the path geometry asks of it:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import equinox as eqx
 import jax
@@ -54,6 +56,7 @@ class PathPoint(eqx.Module):
     body: Any = eqx.field(static=True)
     location: Float[Array, " 3"]
     name: str = eqx.field(static=True, default="")
+    moves_in_body: ClassVar[bool] = False
 
     def __init__(self, body, location, name: str = ""):
         self.body = body
@@ -79,6 +82,7 @@ class ConditionalPathPoint(eqx.Module):
     coordinate: Any = eqx.field(static=True)
     range: Float[Array, " 2"]
     name: str = eqx.field(static=True, default="")
+    moves_in_body: ClassVar[bool] = False
 
     def __init__(self, body, location, coordinate, range, name: str = ""):  # noqa: A002
         self.body = body
@@ -110,6 +114,7 @@ class MovingPathPoint(eqx.Module):
     knots: Float[Array, "3 K"]
     values: Float[Array, "3 K"]
     name: str = eqx.field(static=True, default="")
+    moves_in_body: ClassVar[bool] = True
 
     def __init__(self, body, coordinates, knots, values, name: str = ""):
         self.body = body
@@ -195,6 +200,7 @@ class OsimConditionalPathPoint(MovingPathPoint):
     source: int = eqx.field(static=True)
     range: Float[Array, " 2"]
     joint_map: OsimJointMap
+    moves_in_body: ClassVar[bool] = False
 
     def __init__(self, body, point, source, range, joint_map, name: str = ""):  # noqa: A002
         self.body = body
