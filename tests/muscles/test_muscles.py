@@ -20,6 +20,7 @@ from jaxmb import muscles as mu
 from jaxmb.kinematics import body_transforms, kinematics
 from jaxmb.math.functions import natural_cubic_spline
 from jaxmb.model import ModelError
+from jaxmb.muscles import geometry
 from jaxmb.muscles.geometry import path_inputs
 
 TOL = 1e-10
@@ -70,6 +71,26 @@ def test_moment_arms_equal_minus_dL_dq(mq):
     assert _rel_err(R, R_ad) < TOL
     R_sparse = jax.jit(lambda x: mu.moment_arms(model, x, method="sparse"))(q)
     assert _rel_err(R_sparse, R) < 1e-13
+
+
+@settings(max_examples=examples(4), deadline=None)
+@given(models_with_paths())
+def test_batched_lengths_and_moment_arms_in_chunks_equal_each_pose(mq):
+    """vmap over more poses than a chunk (chunks of 8 here; the last one padded) gives each pose's
+    L and R, and the gradient of a batch sum equals the sum of per-pose gradients."""
+    model, q = mq
+    qs = q + jnp.asarray(np.random.default_rng(2).normal(size=(19, model.nq))) * 0.3
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(geometry, "CHUNK_MUSCLE_POSES", 8)
+        L, R = jax.jit(jax.vmap(lambda x: mu.lengths_and_moment_arms(model, x)))(qs)
+        g = jax.jit(jax.grad(lambda x: jnp.sum(jax.vmap(
+            lambda y: mu.lengths_and_moment_arms(model, y)[1])(x) ** 2)))(qs)  # fmt: skip
+    one = jax.jit(lambda y: mu.lengths_and_moment_arms(model, y))
+    grad_one = jax.jit(jax.grad(lambda y: jnp.sum(mu.lengths_and_moment_arms(model, y)[1] ** 2)))
+    for k in range(qs.shape[0]):
+        Lk, Rk = one(qs[k])
+        assert _rel_err(L[k], Lk) < 1e-13 and _rel_err(R[k], Rk) < 1e-13
+        assert _rel_err(g[k], grad_one(qs[k])) < 1e-12
 
 
 @settings(max_examples=examples(5))
