@@ -48,6 +48,7 @@ from ..math.batching import chunked_vmap
 from ..model import Model, ModelError
 from .path_kernel import WrapSlots, path_kernel, sorted_path, wrap_kinds, wrap_slots, wrapped_path
 from .paths import Muscle, MuscleSet
+from .points import full_coordinates_and_jacobian
 
 __all__ = [
     "muscle_lengths",
@@ -81,22 +82,44 @@ def _moving(mus: Muscle) -> tuple[int, ...]:
     return tuple(k for k, p in enumerate(mus.points) if getattr(p, "moves_in_body", True))
 
 
-def _path_inputs(mus: Muscle, A_ext, q, nq):
+def _path_inputs(mus: Muscle, A_ext, q, nq, full=None):
     """Body-frame and ground positions of the points, ∂location/∂q of the points that move in
-    their body (:func:`_moving`; (P, 3, nq)), active mask, wrap frames."""
-    evals = [p.evaluate(q, nq) for p in mus.points]
+    their body (:func:`_moving`; (P, 3, nq)), active mask, wrap frames. ``full(joint_map)``: the
+    shared (Q, ∂Q/∂q) of an OpenSim joint map (:func:`_full_coordinates_memo`), for the points that
+    read them (``evaluate_from``)."""
+    evals = [
+        p.evaluate_from(*full(p.joint_map))
+        if full is not None and hasattr(p, "evaluate_from")
+        else p.evaluate(q, nq)
+        for p in mus.points
+    ]
     local = jnp.stack([e[0] for e in evals])
     moving = _moving(mus)
     dlocal = (
         jnp.stack([evals[k][1] for k in moving]) if moving else jnp.zeros((0, 3, nq), local.dtype)
     )
     active = jnp.stack([e[2] for e in evals])
-    X = jnp.stack([_homog(A_ext[p.body], e[0]) for p, e in zip(mus.points, evals, strict=True)])
+    Ab = A_ext[np.asarray([p.body for p in mus.points])]  # body -1: the ground's identity, last
+    X = jnp.einsum("nab,nb->na", Ab[:, :3, :3], local) + Ab[:, :3, 3]
     frames = []
     for pw in mus.wraps:
         Ab = A_ext[pw.wrap.body]
         frames.append((Ab[:3, :3] @ pw.wrap.rotation, _homog(Ab, pw.wrap.translation)))
     return local, dlocal, active, X, tuple(frames)
+
+
+def _full_coordinates_memo(q):
+    """``full(joint_map) -> (Q, ∂Q/∂q)`` at q, computed once per joint map object (the points of
+    a model share one; evaluating it per point repeated it in the traced program)."""
+    memo: dict[int, tuple] = {}
+
+    def full(joint_map):
+        key = id(joint_map)
+        if key not in memo:
+            memo[key] = (joint_map, full_coordinates_and_jacobian(joint_map, q))
+        return memo[key][1]
+
+    return full
 
 
 class _Group(eqx.Module):
@@ -303,6 +326,14 @@ def _wrapped_pulls_jvp(types, single, primals, tangents):
     return (L, _unflatten(g, X, slots)), (jnp.sum(g * dz, axis=1), dgrads)
 
 
+def _no_slots(G: int, dtype) -> WrapSlots:
+    """The (G, 0, …) wrap slots of a group of muscles without wrap objects."""
+    z = lambda *shape, dt=dtype: jnp.zeros((G, 0) + shape, dt)  # noqa: E731
+    i32 = jnp.int32
+    return WrapSlots(z(3, 3), z(3), z(3), z(dt=i32), z(dt=i32), z(), z(dt=i32), z(dt=i32),
+                     z(dt=bool))  # fmt: skip
+
+
 def _groups(model: Model, A_ext, q) -> list[_Group]:
     """The muscles split by wrap count (none; one, OpenSim's single-object case; several), each
     group padded for one mapped kernel; the compiled program does not grow with the muscles.
@@ -315,6 +346,7 @@ def _groups(model: Model, A_ext, q) -> list[_Group]:
     for m, mus in enumerate(ms.muscles):
         cats.setdefault(min(len(mus.wraps), 2), []).append(m)
     out = []
+    full = _full_coordinates_memo(q)
     for cat, idx in sorted(cats.items()):
         muscles = [ms.muscles[m] for m in idx]
         N = max(len(mus.points) for mus in muscles)
@@ -323,16 +355,19 @@ def _groups(model: Model, A_ext, q) -> list[_Group]:
         cols = {k: [] for k in ("X", "local", "dlocal", "active", "slots", "wt")}
         body, wbody, moving = [], [], []
         for g, mus in enumerate(muscles):
-            local, dlocal, active, X, frames = _path_inputs(mus, A_ext, q, nq)
+            local, dlocal, active, X, frames = _path_inputs(mus, A_ext, q, nq, full)
             n, pad = X.shape[0], N - X.shape[0]
             cols["X"].append(jnp.concatenate([X, jnp.zeros((pad, 3), X.dtype)]))
             cols["local"].append(jnp.concatenate([local, jnp.zeros((pad, 3), X.dtype)]))
             cols["dlocal"].append(dlocal)
             moving.extend((g, k) for k in _moving(mus))
             cols["active"].append(jnp.concatenate([active, jnp.zeros(pad, bool)]))
-            cols["slots"].append(wrap_slots(mus, frames, W, kinds, n))
-            wt = [pw.wrap.translation for pw in mus.wraps]
-            cols["wt"].append(jnp.asarray(wt + [jnp.zeros(3, X.dtype)] * (W - len(wt)), X.dtype))
+            if W:  # (a group without wraps gets its empty slots at once, below)
+                cols["slots"].append(wrap_slots(mus, frames, W, kinds, n))
+                wt = [pw.wrap.translation for pw in mus.wraps]
+                cols["wt"].append(
+                    jnp.asarray(wt + [jnp.zeros(3, X.dtype)] * (W - len(wt)), X.dtype)
+                )
             body.append(tuple(nb if p.body < 0 else p.body for p in mus.points) + (nb,) * pad)
             wb = [nb if pw.wrap.body < 0 else pw.wrap.body for pw in mus.wraps]
             wbody.append(tuple(wb) + (nb,) * (W - len(wb)))
@@ -351,8 +386,8 @@ def _groups(model: Model, A_ext, q) -> list[_Group]:
                 stack(cols["local"]),
                 jnp.concatenate(cols["dlocal"]),
                 stack(cols["active"]),
-                stack(cols["slots"]),
-                stack(cols["wt"]),
+                stack(cols["slots"]) if W else _no_slots(len(muscles), cols["X"][0].dtype),
+                stack(cols["wt"]) if W else jnp.zeros((len(muscles), 0, 3), cols["X"][0].dtype),
                 tuple(idx),
                 tuple(moving),
                 kinds,

@@ -41,6 +41,7 @@ __all__ = [
     "FunctionPathPoint",
     "OsimConditionalPathPoint",
     "clamp_to_range",
+    "full_coordinates_and_jacobian",
 ]
 
 
@@ -174,15 +175,24 @@ class OsimMovingPathPoint(MovingPathPoint):
     def location(self, q: Float[Array, " nq"]) -> Float[Array, " 3"]:
         """Position in the jaxmb body frame (m), shape (3,)."""
         Q = self.joint_map.full_coordinates(q)
-        zero = jnp.zeros((), dtype=Q.dtype)
-        x = jnp.stack(
-            [f(Q[c] if c >= 0 else zero) for f, c in zip(self.functions, self.sources, strict=True)]
-        )
-        return self.rotation @ x + self.offset
+        return self.evaluate_from(Q, jnp.zeros(Q.shape + (0,), Q.dtype))[0]
 
     def evaluate(self, q, nq):
         """(location (3,), ∂location/∂q (3, nq), active) — the contract of jaxmb's path points."""
-        return self.location(q), jax.jacfwd(self.location)(q), jnp.asarray(True)
+        return self.evaluate_from(*full_coordinates_and_jacobian(self.joint_map, q))
+
+    def evaluate_from(self, Q, JQ):
+        """:meth:`evaluate` from the full OpenSim coordinates Q (nfull,) and ∂Q/∂q (nfull, nq)
+        (:func:`full_coordinates_and_jacobian`, shared by the points of one model): each
+        function's slope at its coordinate times that coordinate's row of ∂Q/∂q."""
+        zero = jnp.zeros((), dtype=Q.dtype)
+        x, dx = [], []
+        for f, c in zip(self.functions, self.sources, strict=True):
+            v, d = jax.jvp(f, (Q[c] if c >= 0 else zero,), (jnp.ones((), Q.dtype),))
+            x.append(v)
+            dx.append(d * JQ[c] if c >= 0 else jnp.zeros(JQ.shape[1:], Q.dtype))
+        return (self.rotation @ jnp.stack(x) + self.offset, self.rotation @ jnp.stack(dx),
+                jnp.asarray(True))  # fmt: skip
 
 
 class OsimConditionalPathPoint(MovingPathPoint):
@@ -215,9 +225,22 @@ class OsimConditionalPathPoint(MovingPathPoint):
 
     def evaluate(self, q, nq):
         """(location (3,), zero ∂location/∂q (3, nq), active)."""
-        c = self.joint_map.full_coordinates(q)[self.source]
+        Q = self.joint_map.full_coordinates(q)
+        return self.evaluate_from(Q, jnp.zeros(Q.shape + (nq,), Q.dtype))
+
+    def evaluate_from(self, Q, JQ):
+        """:meth:`evaluate` from the full OpenSim coordinates Q (nfull,) (∂Q/∂q (nfull, nq) gives
+        only the derivative's shape: the point is fixed in its body)."""
+        c = Q[self.source]
         active = (c >= self.range[0]) & (c <= self.range[1])
-        return self.point, jnp.zeros((3, nq), self.point.dtype), active
+        return self.point, jnp.zeros((3,) + JQ.shape[1:], self.point.dtype), active
+
+
+def full_coordinates_and_jacobian(joint_map: OsimJointMap, q):
+    """(Q (nfull,), ∂Q/∂q (nfull, nq)): the full OpenSim coordinates of ``joint_map`` at q and
+    their Jacobian (forward mode), what :meth:`OsimMovingPathPoint.evaluate_from` and
+    :meth:`OsimConditionalPathPoint.evaluate_from` read."""
+    return joint_map.full_coordinates(q), jax.jacfwd(joint_map.full_coordinates)(q)
 
 
 @jax.custom_jvp
