@@ -1,7 +1,7 @@
 """A per-item function whose ``jax.vmap`` runs the batch in cache-sized chunks.
 
 ``vmap`` of a per-pose computation batches every intermediate over the whole batch: at 4096 poses
-the muscle-path intermediates of a 93-muscle model took 2 GB and left the cache on every step.
+the muscle-path intermediates of a 92-muscle model took 2 GB and left the cache on every step.
 :func:`chunked_vmap` gives the function a batching rule (``jax.custom_batching.custom_vmap``)
 that runs ``lax.map`` over chunks of the batch, each chunk a plain ``vmap`` (the same per-item
 program, so the same numbers to round-off), on a CPU; an accelerator takes the whole batch at once
@@ -36,7 +36,7 @@ def chunked_vmap(fn: Callable, chunk: int) -> Callable:
     def call(*args):
         # trace fn once; the custom rules replay its jaxpr (re-running a large Python function
         # for the primal, the batching rule and the JVP would trace it three times: Hamner
-        # 2010's 93 muscle paths took 2.5 s a trace)
+        # 2010's 92 muscle paths took 1.5 s a trace)
         flat, tree = jax.tree_util.tree_flatten(args)
         closed, shapes = jax.make_jaxpr(
             lambda *leaves: fn(*jax.tree_util.tree_unflatten(tree, leaves)), return_shape=True

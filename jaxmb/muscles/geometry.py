@@ -535,7 +535,7 @@ def moment_arms(
 #: muscle-poses per chunk when ``jax.vmap`` of :func:`lengths_and_moment_arms` runs on a CPU
 #: (:func:`~jaxmb.math.batching.chunked_vmap`): batch 4096, float64, gait2354 (54 muscles)
 #: 167 µs per pose and 0.83 GB of temporaries as one vmap, 108 µs and 26 MB in chunks of 128
-#: poses; Hamner 2010 (93 muscles) 388 µs and 2.0 GB, 243 µs and 32 MB in chunks of 64
+#: poses; Hamner 2010 (92 muscles) 388 µs and 2.0 GB, 243 µs and 32 MB in chunks of 64
 CHUNK_MUSCLE_POSES = 8192
 
 

@@ -1,0 +1,124 @@
+"""Exact muscle paths, lengths and moment arms per pose: jaxmb against OpenSim 4.6, side by side.
+
+Issue 24's table, exact route: ``jax.jit(jax.vmap(lambda q: mb.lengths_and_moment_arms(model,
+q)))`` with the model closed over (as users write it), float64, at each batch size: compiled
+steady-state seconds per pose (best of ``--repeats``), compile seconds, and the compiled program's
+temporary memory (XLA's memory analysis) and the process's peak resident memory. OpenSim, in the
+same process on the same poses: ``Muscle.getLength`` and ``Muscle.computeMomentArm`` for every
+muscle and every coordinate (the whole matrix jaxmb returns), after ``realizePosition``, in a
+Python loop. Poses are uniform over each coordinate's range clipped to ±``--span`` rad (or m).
+
+    python benchmarks/exact_paths.py [--models gait2354,gait10dof18musc] [--batches 1,256,4096]
+        [--opensim-poses 100] [--name exact_paths]
+
+Writes ``benchmarks/results/<name>.json``. Run one model per process when peak memory matters
+(``ru_maxrss`` is the process's peak so far).
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import time
+import warnings
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from _common import metadata, save_results, timeit_compiled
+
+import jaxmb as mb
+
+ROOT = Path(__file__).resolve().parents[1]
+MODELS = {
+    "arm26": ROOT / "jaxmb" / "data" / "arm26.osim",
+    "gait10dof18musc": ROOT / "tests" / "data" / "osim" / "zoo" / "gait10dof18musc.osim",
+    "gait2354": ROOT / "tests" / "data" / "osim" / "gait2354_simbody.osim",
+    "hamner2010": ROOT / "tests" / "data" / "osim" / "zoo" / "FullBodyModel_Hamner2010_v2_0.osim",
+}
+
+
+def _poses(imp, model, n, span, seed=0):
+    lo, hi = [], []
+    by_name = {c.name: c for c in imp.coordinates}
+    for c in model.coordinate_names:
+        r = by_name[c].range if c in by_name else (-span, span)
+        lo.append(max(r[0], -span))
+        hi.append(min(r[1], span))
+    lo, hi = np.asarray(lo), np.asarray(hi)
+    return lo + (hi - lo) * np.random.default_rng(seed).uniform(size=(n, model.nq))
+
+
+def _opensim(path, names, poses):
+    """Seconds per pose of getLength + computeMomentArm for every (muscle, coordinate)."""
+    import opensim as osim
+
+    om = osim.Model(str(path))
+    state = om.initSystem()
+    cs = om.getCoordinateSet()
+    crd = [cs.get(n) for n in names]
+    mus = om.getMuscles()
+    ms = [mus.get(j) for j in range(mus.getSize())]
+    t0 = time.perf_counter()
+    for q in poses:
+        for c, v in zip(crd, q, strict=True):
+            c.setValue(state, float(v), False)
+        om.realizePosition(state)
+        for m in ms:
+            m.getLength(state)
+            for c in crd:
+                m.computeMomentArm(state, c)
+    return (time.perf_counter() - t0) / len(poses), osim.__version__, len(ms)
+
+
+def bench(name, args):
+    path = MODELS[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # muscles left out are named in the JSON instead
+        imp = mb.io.read_osim(path)
+        model = mb.io.load_osim(path)
+    poses = _poses(imp, model, max(args.batches), args.span)
+    f = jax.jit(jax.vmap(lambda q: mb.lengths_and_moment_arms(model, q)))
+    rows = {}
+    for b in args.batches:
+        qs = jnp.asarray(poses[:b])
+        t = time.perf_counter()
+        compiled = f.lower(qs).compile()
+        c = time.perf_counter() - t
+        temp = compiled.memory_analysis().temp_size_in_bytes
+        s = timeit_compiled(compiled, qs, repeats=args.repeats, warmup=1)
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        rows[str(b)] = dict(us_per_pose=s / b * 1e6, compile_seconds=c, temp_bytes=int(temp),
+                            peak_rss_bytes_so_far=int(rss))  # fmt: skip
+        print(f"{name} batch {b}: {s / b * 1e6:.2f} us/pose, compile {c:.1f} s, temp "
+              f"{temp / 1e9:.2f} GB, peak RSS so far {rss / 1e9:.2f} GB", flush=True)  # fmt: skip
+    out = dict(model=name, muscles=len(model.muscles.muscles), coordinates=model.nq, jaxmb=rows)
+    if args.opensim_poses:
+        n = min(args.opensim_poses, len(poses))
+        t_os, version, nm = _opensim(path, model.coordinate_names, poses[:n])
+        out["opensim"] = dict(version=version, poses=n, muscles=nm, us_per_pose=t_os * 1e6,
+                              api="getLength + computeMomentArm, every muscle and coordinate")  # fmt: skip
+        for b, r in rows.items():
+            r["ratio_jaxmb_over_opensim"] = r["us_per_pose"] / (t_os * 1e6)
+        print(f"{name} OpenSim {version}: {t_os * 1e6:.1f} us/pose; jaxmb / OpenSim at batch "
+              + ", ".join(f"{b}: {r['ratio_jaxmb_over_opensim']:.4f}" for b, r in rows.items()))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--models", default="gait2354")
+    ap.add_argument("--batches", default="1,256,4096")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--span", type=float, default=0.5, help="pose range clip (rad or m)")
+    ap.add_argument("--opensim-poses", type=int, default=100, help="0: skip OpenSim")
+    ap.add_argument("--name", default="exact_paths")
+    args = ap.parse_args()
+    args.batches = [int(b) for b in args.batches.split(",")]
+    results = [bench(m, args) for m in args.models.split(",")]
+    save_results(args.name, {"meta": metadata(precision="float64"), "models": results})
+
+
+if __name__ == "__main__":
+    main()
