@@ -60,6 +60,9 @@ def _chunked(fn: Callable, chunk: int) -> Callable:
     @one.def_vmap
     def rule(axis_size, in_batched, *args):
         axes = jax.tree_util.tree_map(lambda b: 0 if b else None, in_batched)
+        if not any(jax.tree_util.tree_leaves(in_batched)):  # (a vmap over tangents only)
+            out = fn(*args)
+            return out, jax.tree_util.tree_map(lambda _: False, out)
         if axis_size <= chunk or not _cpu():
             out = jax.vmap(fn, in_axes=tuple(axes))(*args)
             return out, jax.tree_util.tree_map(lambda _: True, out)

@@ -62,6 +62,10 @@ def test_derivatives_nested_vmap_and_one_item():
     J = jax.jacfwd(lambda x: total(f, p, x))(xs)
     J0 = jax.jacfwd(lambda x: total(_item, p, x))(xs)
     np.testing.assert_allclose(np.asarray(J), np.asarray(J0), rtol=1e-13, atol=1e-13)
+    # second derivatives (the JVP rule differentiated: a vmap over tangents alone)
+    H = jax.hessian(lambda b: total(f, {"A": p["A"], "b": b}, xs))(p["b"])
+    H0 = jax.hessian(lambda b: total(_item, {"A": p["A"], "b": b}, xs))(p["b"])
+    np.testing.assert_allclose(np.asarray(H), np.asarray(H0), rtol=1e-12, atol=1e-12)
     # a batch of batches, and one item without vmap
     xss = xs[:10].reshape(2, 5, 3)
     got = jax.vmap(jax.vmap(f, in_axes=(None, 0)), in_axes=(None, 0))(p, xss)
