@@ -6,7 +6,9 @@ steady-state seconds per pose (best of ``--repeats``), compile seconds, and the 
 temporary memory (XLA's memory analysis) and the process's peak resident memory. OpenSim, in the
 same process on the same poses: ``Muscle.getLength`` and ``Muscle.computeMomentArm`` for every
 muscle and every coordinate (the whole matrix jaxmb returns), after ``realizePosition``, in a
-Python loop. Poses are uniform over each coordinate's range clipped to ±``--span`` rad (or m).
+Python loop, whose values are compared with jaxmb's (the largest differences are recorded: both
+sides compute the same paths). Poses are uniform over each coordinate's range clipped to
+±``--span`` rad (or m).
 
     python benchmarks/exact_paths.py [--models gait2354,gait10dof18musc] [--batches 1,256,4096]
         [--opensim-poses 100] [--name exact_paths]
@@ -50,8 +52,9 @@ def _poses(imp, model, n, span, seed=0):
     return lo + (hi - lo) * np.random.default_rng(seed).uniform(size=(n, model.nq))
 
 
-def _opensim(path, names, poses):
-    """Seconds per pose of getLength + computeMomentArm for every (muscle, coordinate)."""
+def _opensim(path, names, muscle_names, poses):
+    """Seconds per pose of getLength + computeMomentArm for every (muscle, coordinate), and the
+    values of the last pass: lengths (P, nm) and moment arms (P, nq, nm), jaxmb's muscle order."""
     import opensim as osim
 
     om = osim.Model(str(path))
@@ -59,17 +62,20 @@ def _opensim(path, names, poses):
     cs = om.getCoordinateSet()
     crd = [cs.get(n) for n in names]
     mus = om.getMuscles()
-    ms = [mus.get(j) for j in range(mus.getSize())]
+    by_name = {mus.get(j).getName(): mus.get(j) for j in range(mus.getSize())}
+    ms = [by_name[n] for n in muscle_names]
+    L = np.zeros((len(poses), len(ms)))
+    R = np.zeros((len(poses), len(crd), len(ms)))
     t0 = time.perf_counter()
-    for q in poses:
+    for p, q in enumerate(poses):
         for c, v in zip(crd, q, strict=True):
             c.setValue(state, float(v), False)
         om.realizePosition(state)
-        for m in ms:
-            m.getLength(state)
-            for c in crd:
-                m.computeMomentArm(state, c)
-    return (time.perf_counter() - t0) / len(poses), osim.__version__, len(ms)
+        for j, m in enumerate(ms):
+            L[p, j] = m.getLength(state)
+            for i, c in enumerate(crd):
+                R[p, i, j] = m.computeMomentArm(state, c)
+    return (time.perf_counter() - t0) / len(poses), osim.__version__, mus.getSize(), L, R
 
 
 def bench(name, args):
@@ -96,10 +102,18 @@ def bench(name, args):
     out = dict(model=name, muscles=len(model.muscles.muscles), coordinates=model.nq, jaxmb=rows)
     if args.opensim_poses:
         n = min(args.opensim_poses, len(poses))
-        t_os, version, nm = _opensim(path, model.coordinate_names, poses[:n])
+        names = model.muscle_names
+        t_os, version, nm, L_os, R_os = _opensim(path, model.coordinate_names, names, poses[:n])
+        L, R = f(jnp.asarray(poses[:n]))
+        dL = float(np.max(np.abs(np.asarray(L) - L_os)))
+        dR = float(np.max(np.abs(np.asarray(R) - R_os)))
         out["opensim"] = dict(version=version, poses=n, muscles=nm, us_per_pose=t_os * 1e6,
-                              api="getLength + computeMomentArm, every muscle and coordinate")  # fmt: skip
-        for b, r in rows.items():
+                              api="getLength + computeMomentArm, every muscle and coordinate",
+                              max_abs_length_diff_m=dL, max_abs_moment_arm_diff_m=dR)  # fmt: skip
+        print(f"{name}: against OpenSim on those poses, lengths within "
+              f"{out['opensim']['max_abs_length_diff_m']:.1e} m, moment arms within "
+              f"{out['opensim']['max_abs_moment_arm_diff_m']:.1e} m")  # fmt: skip
+        for r in rows.values():
             r["ratio_jaxmb_over_opensim"] = r["us_per_pose"] / (t_os * 1e6)
         print(f"{name} OpenSim {version}: {t_os * 1e6:.1f} us/pose; jaxmb / OpenSim at batch "
               + ", ".join(f"{b}: {r['ratio_jaxmb_over_opensim']:.4f}" for b, r in rows.items()))

@@ -38,3 +38,20 @@ def test_throughput_quick(tmp_path):
     f64 = [v for k, v in res["steps"].items() if k.startswith("jaxmb_") and k.endswith("_float64")]
     assert f64 and all(v["max_abs_q_diff_vs_mujoco"] < 1e-8 for v in f64)
     assert "rows" in res["scaling"]
+
+
+def test_exact_paths_runs_and_agrees_with_opensim(tmp_path):
+    """benchmarks/exact_paths.py on Gait10dof18musc at small batches: its JSON, and jaxmb's
+    lengths and moment arms equal OpenSim's on the timed poses (1e-9 m)."""
+    pytest.importorskip("opensim")
+    out = tmp_path / "exact"
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "exact_paths.py"), "--models",
+           "gait10dof18musc", "--batches", "1,16", "--repeats", "2", "--opensim-poses", "3",
+           "--name", str(out)]  # fmt: skip
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-3000:]
+    (row,) = json.loads(out.with_suffix(".json").read_text())["models"]
+    assert row["muscles"] == 18 and set(row["jaxmb"]) == {"1", "16"}
+    assert all(v["us_per_pose"] > 0 and v["compile_seconds"] > 0 for v in row["jaxmb"].values())
+    assert row["opensim"]["max_abs_length_diff_m"] < 1e-9
+    assert row["opensim"]["max_abs_moment_arm_diff_m"] < 1e-9
