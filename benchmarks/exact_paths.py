@@ -6,7 +6,8 @@ steady-state seconds per pose (best of ``--repeats``), compile seconds, and the 
 temporary memory (XLA's memory analysis) and the process's peak resident memory. OpenSim, in the
 same process on the same poses: ``Muscle.getLength`` and ``Muscle.computeMomentArm`` for every
 muscle and every coordinate (the whole matrix jaxmb returns), after ``realizePosition``, in a
-Python loop, whose values are compared with jaxmb's (the largest differences are recorded: both
+Python loop (every OpenSim coordinate set at each pose, coupled and locked ones as jaxmb's joint
+map gives them), whose values are compared with jaxmb's (the largest differences are recorded: both
 sides compute the same paths). Poses are uniform over each coordinate's range clipped to
 ±``--span`` rad (or m).
 
@@ -38,6 +39,7 @@ MODELS = {
     "gait10dof18musc": ROOT / "tests" / "data" / "osim" / "zoo" / "gait10dof18musc.osim",
     "gait2354": ROOT / "tests" / "data" / "osim" / "gait2354_simbody.osim",
     "hamner2010": ROOT / "tests" / "data" / "osim" / "zoo" / "FullBodyModel_Hamner2010_v2_0.osim",
+    "mobl_arms": ROOT / "tests" / "data" / "osim" / "MoBL_ARMS_module6_7_CMC.osim",
 }
 
 
@@ -52,23 +54,26 @@ def _poses(imp, model, n, span, seed=0):
     return lo + (hi - lo) * np.random.default_rng(seed).uniform(size=(n, model.nq))
 
 
-def _opensim(path, names, muscle_names, poses):
+def _opensim(path, names, muscle_names, poses, full):
     """Seconds per pose of getLength + computeMomentArm for every (muscle, coordinate), and the
-    values of the last pass: lengths (P, nm) and moment arms (P, nq, nm), jaxmb's muscle order."""
+    values of the last pass: lengths (P, nm) and moment arms (P, nq, nm), jaxmb's muscle order.
+    ``full``: (names, values (P, nfull)) of every OpenSim coordinate at each pose (coupled and
+    locked ones included, as jaxmb's joint map gives them), all set before realizing."""
     import opensim as osim
 
     om = osim.Model(str(path))
     state = om.initSystem()
     cs = om.getCoordinateSet()
     crd = [cs.get(n) for n in names]
+    all_crd = [cs.get(n) for n in full[0]]
     mus = om.getMuscles()
     by_name = {mus.get(j).getName(): mus.get(j) for j in range(mus.getSize())}
     ms = [by_name[n] for n in muscle_names]
     L = np.zeros((len(poses), len(ms)))
     R = np.zeros((len(poses), len(crd), len(ms)))
     t0 = time.perf_counter()
-    for p, q in enumerate(poses):
-        for c, v in zip(crd, q, strict=True):
+    for p, Q in enumerate(full[1]):
+        for c, v in zip(all_crd, Q, strict=True):
             c.setValue(state, float(v), False)
         om.realizePosition(state)
         for j, m in enumerate(ms):
@@ -103,7 +108,14 @@ def bench(name, args):
     if args.opensim_poses:
         n = min(args.opensim_poses, len(poses))
         names = model.muscle_names
-        t_os, version, nm, L_os, R_os = _opensim(path, model.coordinate_names, names, poses[:n])
+        jm = model.joint_map
+        if hasattr(jm, "full_coordinates"):  # an imported model: OpenSim's every coordinate
+            full = ([c.name for c in imp.coordinates],
+                    np.asarray(jax.vmap(jm.full_coordinates)(jnp.asarray(poses[:n]))))  # fmt: skip
+        else:
+            full = (list(model.coordinate_names), poses[:n])
+        t_os, version, nm, L_os, R_os = _opensim(path, model.coordinate_names, names,
+                                                 poses[:n], full)  # fmt: skip
         L, R = f(jnp.asarray(poses[:n]))
         dL = float(np.max(np.abs(np.asarray(L) - L_os)))
         dR = float(np.max(np.abs(np.asarray(R) - R_os)))
