@@ -108,16 +108,22 @@ def _path_inputs(mus: Muscle, A_ext, q, nq, full=None):
     return local, dlocal, active, X, tuple(frames)
 
 
-def _full_coordinates_memo(q):
-    """``full(joint_map) -> (Q, ∂Q/∂q)`` at q, computed once per joint map object (the points of
-    a model share one; evaluating it per point repeated it in the traced program)."""
-    memo: dict[int, tuple] = {}
+def _full_coordinates_memo(model: Model, q):
+    """``full(joint_map) -> (Q, ∂Q/∂q)`` at q. The OpenSim points of an imported model each carry
+    a copy of the model's joint map (a pytree shares no objects, so no copy is recognizable by
+    identity once traced): a copy of the same type and structure as ``model.joint_map`` reads the
+    model's, computed once; any other map is evaluated on its own."""
+    shared, cache = model.joint_map, []
+    structure = jax.tree_util.tree_structure(shared)
 
     def full(joint_map):
-        key = id(joint_map)
-        if key not in memo:
-            memo[key] = (joint_map, full_coordinates_and_jacobian(joint_map, q))
-        return memo[key][1]
+        if type(joint_map) is not type(shared) or (
+            jax.tree_util.tree_structure(joint_map) != structure
+        ):
+            return full_coordinates_and_jacobian(joint_map, q)
+        if not cache:
+            cache.append(full_coordinates_and_jacobian(shared, q))
+        return cache[0]
 
     return full
 
@@ -346,7 +352,7 @@ def _groups(model: Model, A_ext, q) -> list[_Group]:
     for m, mus in enumerate(ms.muscles):
         cats.setdefault(min(len(mus.wraps), 2), []).append(m)
     out = []
-    full = _full_coordinates_memo(q)
+    full = _full_coordinates_memo(model, q)
     for cat, idx in sorted(cats.items()):
         muscles = [ms.muscles[m] for m in idx]
         N = max(len(mus.points) for mus in muscles)
