@@ -47,7 +47,7 @@ def check_run_arguments(
     """Raise ``ValueError`` naming the argument and its value: ``rtol``/``atol`` not positive and
     finite, ``dt0``/``dtmin`` given and not positive, a non-finite entry of ``q0``/``qd0`` (named by
     coordinate, found on ``coordinate_axis``: 0 for batch-last states) or of ``ts``. Traced values
-    (inside ``jax.jit``) are not checked."""
+    (inside ``jax.jit``) and arguments given as None are not checked."""
     if ts is not None and not isinstance(ts, jax.core.Tracer):
         t = np.asarray(ts, dtype=float).reshape(-1)
         bad = np.flatnonzero(~np.isfinite(t))
@@ -63,7 +63,7 @@ def check_run_arguments(
         if not np.all(np.isfinite(a) & (a > 0)):
             raise ValueError(f"{where}: {name} must be a positive number, got {v!r}")
     for name, x in zip(names, (q0, qd0), strict=True):
-        if isinstance(x, jax.core.Tracer):
+        if x is None or isinstance(x, jax.core.Tracer):
             continue
         a = np.asarray(x, dtype=float)
         if np.isfinite(a).all():

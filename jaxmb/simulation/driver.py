@@ -53,6 +53,9 @@ __all__ = [
 ]
 
 _NO_TAU = split_tree(None)  # the split of tau=None, made once
+# diffrax's success code; a result is read through NumPy (int() of a fresh 0-d jax array took
+# ~25 µs more per call)
+_SUCCESSFUL = int(np.asarray(dfx.RESULTS.successful._value))
 SOLVERS = ("tsit5", "dopri5", "dopri8", "kvaerno5", "kencarp4")
 _IMEX = ("kencarp4",)
 
@@ -203,6 +206,27 @@ def _prepare(model, q0, qd0, t0, t1, ts, dt0, rtol, atol, dtmin, solver, batch_d
             f"initial state must have shape {(('batch',) * batch_dims) + want}: got q0 {q0.shape}, "
             f"qd0 {qd0.shape} for model {model.name!r} with nq={model.nq}"
         )
+    times = (t0, t1, dt0, rtol, atol, dtmin)
+    key = (ft, *times) if ts is None and all(type(x) in _PLAIN for x in times) else None
+    hit = None if key is None else _TIMES.get(key)
+    if hit is None:
+        hit = _prepare_times(t0, t1, ts, dt0, rtol, atol, dtmin, ft)
+        if key is not None and len(_TIMES) < 256:
+            _TIMES[key] = hit
+    t0, t1, ts, dt0, rtol, atol, dtmin = hit
+    check_run_arguments(q0, qd0, None, None, None, None, model.coordinate_names)
+    return q0, qd0, t0, t1, ts, dt0, rtol, atol, dtmin
+
+
+# times and tolerances given as plain numbers, checked and converted once per distinct value (a
+# warm call of a cheap solve spent ~15 % of its time re-checking the same numbers)
+_PLAIN = (float, int, type(None))
+_TIMES: dict[tuple, tuple] = {}
+
+
+def _prepare_times(t0, t1, ts, dt0, rtol, atol, dtmin, ft):
+    """Checked (t0, t1, ts, dt0, rtol, atol, dtmin) as float arrays of type ``ft`` (ts None or
+    (nt,); dt0 None when not given; dtmin defaulting to 1e-14·(t1 − t0))."""
     if not (np.isfinite(float(t0)) and np.isfinite(float(t1))) or float(t1) <= float(t0):
         raise ValueError(f"need finite t0 < t1, got t0={t0}, t1={t1}")
     if ts is not None:
@@ -212,11 +236,11 @@ def _prepare(model, q0, qd0, t0, t1, ts, dt0, rtol, atol, dtmin, solver, batch_d
             raise ValueError(f"ts must be a non-empty 1-D array of times, got shape {tsn.shape}")
         if np.any(np.diff(tsn) < 0) or tsn[0] < float(t0) or tsn[-1] > float(t1):
             raise ValueError(f"ts must be non-decreasing within [t0, t1] = [{t0}, {t1}]")
-    check_run_arguments(q0, qd0, rtol, atol, dt0, dtmin, model.coordinate_names, ts)
+    check_run_arguments(None, None, rtol, atol, dt0, dtmin, ts=ts)
     if dtmin is None:
         dtmin = 1e-14 * (float(t1) - float(t0))
     f = lambda x: None if x is None else _as_float(x, ft)
-    return q0, qd0, f(t0), f(t1), ts, f(dt0), f(rtol), f(atol), f(dtmin)
+    return f(t0), f(t1), ts, f(dt0), f(rtol), f(atol), f(dtmin)
 
 
 @eqx.filter_jit
@@ -361,7 +385,7 @@ def simulate(
     )  # fmt: skip
     traj = run(pm)
     traj.stats.update(info, solver=pick(pm))
-    if throw and int(traj.result._value) != int(dfx.RESULTS.successful._value):
+    if throw and int(np.asarray(traj.result._value)) != _SUCCESSFUL:
         raise SimulationError(
             f"simulate({model.name!r}, solver={traj.stats['solver']!r}): "
             + _diagnose(model, traj, tau)

@@ -31,14 +31,15 @@ PREMODEL_TOL = 1e-12
 #: Fourier samples per period (measured on Andrews' squeezer: 96 give ~2e-15 relative)
 PREMODEL_SAMPLES = 96
 
-_FITS: dict[int, tuple[weakref.ref, PremodelDynamics | None, str, float]] = {}
+_FITS: dict[int, tuple[weakref.ref, PremodelDynamics | None, str, float, dict]] = {}
 
 
-def _fit(model: Model) -> tuple[PremodelDynamics | None, str, float]:
-    """(premodel or None, why not / how, fit seconds), cached per live model object."""
+def _fit(model: Model) -> tuple[PremodelDynamics | None, str, float, dict]:
+    """(premodel or None, why not / how, fit seconds, the route's report), cached per live model
+    object: a warm call reads one dict entry (the report is built once, not per call)."""
     hit = _FITS.get(id(model))
     if hit is not None and hit[0]() is model:
-        return hit[1], hit[2], 0.0
+        return hit[1], hit[2], 0.0, hit[4]
     t = time.perf_counter()
     pm, why = None, ""
     periods = model.joint_map.periods()
@@ -65,14 +66,29 @@ def _fit(model: Model) -> tuple[PremodelDynamics | None, str, float]:
         except ValueError as e:  # velocity/time-dependent force, fit not exact: the exact route
             why = str(e)
     seconds = time.perf_counter() - t
+    report = _report(pm, why)
     if "traced" in why:
-        return pm, why, seconds
+        return pm, why, seconds, report
     key = id(model)
     try:
-        _FITS[key] = (weakref.ref(model, lambda _: _FITS.pop(key, None)), pm, why, seconds)
+        ref = weakref.ref(model, lambda _: _FITS.pop(key, None))
+        _FITS[key] = (ref, pm, why, seconds, report)
     except TypeError:  # not weak-referenceable: no cache
         pass
-    return pm, why, seconds
+    return pm, why, seconds, report
+
+
+def _report(pm: PremodelDynamics | None, why: str) -> dict:
+    """What ``Trajectory.stats`` says of the automatic choice (without the fit's seconds)."""
+    if pm is None:
+        return {"route": "exact", "premodel_declined": why}
+    return {
+        "route": "premodel",
+        "premodel": why,
+        "premodel_fit_error": float(max(pm.fit_error)),
+        "premodel_deviation": pm.deviation,
+        "premodel_verified_states": pm.n_verified,
+    }
 
 
 def choose_route(model: Model, route: str, tau) -> tuple[PremodelDynamics | None, dict]:
@@ -83,15 +99,11 @@ def choose_route(model: Model, route: str, tau) -> tuple[PremodelDynamics | None
         return None, {"route": "exact"}
     if tau is not None:
         why = "an extra generalized force tau is given"
-        pm, fit_s = None, 0.0
+        pm, fit_s, report = None, 0.0, _report(None, why)
     else:
-        pm, why, fit_s = _fit(model)
+        pm, why, fit_s, report = _fit(model)
     if pm is None:
         if route == "premodel":
             raise ValueError(f"simulate({model.name!r}, route='premodel'): not premodelled: {why}")
-        return None, {"route": "exact", "premodel_declined": why}
-    info = {"route": "premodel", "premodel": why, "premodel_fit_s": fit_s}
-    info["premodel_fit_error"] = float(max(pm.fit_error))
-    info["premodel_deviation"] = pm.deviation
-    info["premodel_verified_states"] = pm.n_verified
-    return pm, info
+        return None, dict(report)
+    return pm, dict(report, premodel_fit_s=fit_s)

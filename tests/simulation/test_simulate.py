@@ -141,6 +141,22 @@ def test_bad_arguments(pendulum):
         sim.simulate(pendulum, jnp.zeros(2), jnp.zeros(2), 1.0, ts=jnp.array([0.0, 2.0]))
 
 
+
+
+def test_repeated_call_checks_the_state_every_time(pendulum):
+    """Times and tolerances given as plain numbers are checked once per value (kept for later
+    calls); the initial state is checked on every call, and a bad tolerance is refused even after
+    good calls with the same times."""
+    q0, qd0 = jnp.array([0.2, 0.1]), jnp.zeros(2)
+    a = sim.simulate(pendulum, q0, qd0, 0.3, rtol=1e-7, atol=1e-7)
+    b = sim.simulate(pendulum, q0, qd0, 0.3, rtol=1e-7, atol=1e-7)
+    np.testing.assert_array_equal(np.asarray(a.q), np.asarray(b.q))
+    with pytest.raises(ValueError, match=r"q0\[1\] .* = nan is not finite"):
+        sim.simulate(pendulum, q0.at[1].set(jnp.nan), qd0, 0.3, rtol=1e-7, atol=1e-7)
+    with pytest.raises(ValueError, match=r"qd0\[0\] .* = inf is not finite"):
+        sim.simulate(pendulum, q0, np.array([np.inf, 0.0]), 0.3, rtol=1e-7, atol=1e-7)
+    with pytest.raises(ValueError, match="rtol must be a positive number, got -1e-07"):
+        sim.simulate(pendulum, q0, qd0, 0.3, rtol=-1e-7, atol=1e-7)
 def test_progress_bar_runs(pendulum, capsys):
     tr = sim.simulate(pendulum, jnp.array([0.2, 0.1]), jnp.zeros(2), 0.1, progress=True)
     assert bool(tr.successful)
