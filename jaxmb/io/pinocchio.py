@@ -17,7 +17,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from ..joint_maps import IdentityMap, LinearMap
+from ..dynamics.tree import is_identity_map as tree_is_identity_map
 from ..kinematics import rotation
 
 __all__ = ["depth_first_order", "is_identity_map", "to_pinocchio"]
@@ -38,17 +38,9 @@ def depth_first_order(parent) -> list[int]:
 
 
 def is_identity_map(model) -> bool:
-    """True when the joint map is f(q) = q (one coordinate per joint), so that Pinocchio's
-    configuration is jaxmb's q."""
-    jm = model.joint_map
-    if isinstance(jm, IdentityMap):
-        return jm.nj == model.nb
-    return bool(
-        isinstance(jm, LinearMap)
-        and np.shape(jm.A) == (model.nb, model.nb)
-        and np.array_equal(np.asarray(jm.A), np.eye(model.nb))
-        and not np.asarray(jm.b).any()
-    )
+    """True when the joint map is f(q) = q (:func:`jaxmb.dynamics.tree.is_identity_map`) with one
+    coordinate per joint of the tree, so that Pinocchio's configuration is jaxmb's q."""
+    return bool(tree_is_identity_map(model)) and model.joint_map.nj == model.nb
 
 
 def to_pinocchio(model):
