@@ -273,15 +273,9 @@ def main(argv=None):
     # off in axial rotation (no route is exempt from the bound then).
     off = jnp.asarray([0.0, 0.0, 1e-12])
     tol6 = jnp.asarray(1e-6)
-    q0p = np.asarray(des(jnp.asarray(0.0))[0] + off)
-    qd0p = np.asarray(des(jnp.asarray(0.0))[1])
-    stiff = {
-        "simulate": int(run_simulate(model, ctrl, q0p, qd0p, 1e-6).stats["num_steps"]),
-        "simulate_on_path": int(
-            run_simulate(model, ctrl, np.asarray(des(jnp.asarray(0.0))[0]), qd0p, 1e-6)
-            .stats["num_steps"]
-        ),
-    }  # fmt: skip
+    q_start, qd_start, _ = (np.asarray(v) for v in des(jnp.asarray(0.0)))
+    steps = lambda q: int(run_simulate(model, ctrl, q, qd_start, 1e-6).stats["num_steps"])  # noqa: E731
+    stiff = {"simulate": steps(q_start + np.asarray(off)), "simulate_on_path": steps(q_start)}
     for sv in DAE_SOLVERS:
         stiff[ode_key(sv)] = int(run_ode(model, des, tol6, sv, off)[1])
         stiff[f"{ode_key(sv)}_on_path"] = int(run_ode(model, des, tol6, sv)[1])

@@ -194,6 +194,12 @@ def _as_float(x, ft):
     return np.asarray(x, dtype=ft)
 
 
+# times and tolerances given as plain numbers, checked and converted once per distinct value (a
+# warm call of a cheap solve spent ~15 % of its time re-checking the same numbers)
+_PLAIN = (float, int, type(None))
+_TIMES: dict[tuple, tuple] = {}
+
+
 def _prepare(model, q0, qd0, t0, t1, ts, dt0, rtol, atol, dtmin, solver, batch_dims=0):
     if solver not in SOLVERS:
         raise ValueError(f"unknown solver {solver!r}; choose one of {SOLVERS}")
@@ -216,12 +222,6 @@ def _prepare(model, q0, qd0, t0, t1, ts, dt0, rtol, atol, dtmin, solver, batch_d
     t0, t1, ts, dt0, rtol, atol, dtmin = hit
     check_run_arguments(q0, qd0, None, None, None, None, model.coordinate_names)
     return q0, qd0, t0, t1, ts, dt0, rtol, atol, dtmin
-
-
-# times and tolerances given as plain numbers, checked and converted once per distinct value (a
-# warm call of a cheap solve spent ~15 % of its time re-checking the same numbers)
-_PLAIN = (float, int, type(None))
-_TIMES: dict[tuple, tuple] = {}
 
 
 def _prepare_times(t0, t1, ts, dt0, rtol, atol, dtmin, ft):

@@ -31,7 +31,7 @@ PREMODEL_TOL = 1e-12
 #: Fourier samples per period (measured on Andrews' squeezer: 96 give ~2e-15 relative)
 PREMODEL_SAMPLES = 96
 
-_FITS: dict[int, tuple[weakref.ref, PremodelDynamics | None, str, float, dict]] = {}
+_FITS: dict[int, tuple[weakref.ref, PremodelDynamics | None, str, dict]] = {}
 
 
 def _fit(model: Model) -> tuple[PremodelDynamics | None, str, float, dict]:
@@ -39,7 +39,7 @@ def _fit(model: Model) -> tuple[PremodelDynamics | None, str, float, dict]:
     object: a warm call reads one dict entry (the report is built once, not per call)."""
     hit = _FITS.get(id(model))
     if hit is not None and hit[0]() is model:
-        return hit[1], hit[2], 0.0, hit[4]
+        return hit[1], hit[2], 0.0, hit[3]
     t = time.perf_counter()
     pm, why = None, ""
     periods = model.joint_map.periods()
@@ -72,7 +72,7 @@ def _fit(model: Model) -> tuple[PremodelDynamics | None, str, float, dict]:
     key = id(model)
     try:
         ref = weakref.ref(model, lambda _: _FITS.pop(key, None))
-        _FITS[key] = (ref, pm, why, seconds, report)
+        _FITS[key] = (ref, pm, why, report)
     except TypeError:  # not weak-referenceable: no cache
         pass
     return pm, why, seconds, report
