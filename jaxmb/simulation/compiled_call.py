@@ -1,18 +1,45 @@
-"""The compiled call behind :func:`jaxmb.simulate` and :func:`jaxmb.simulate_batch`: a model is
-split once into its arrays (jit arguments) and its static structure (a hashable jit static
-argument), and the split is cached while the model object lives, so that a warm call neither
+"""The compiled call behind :func:`jaxmb.simulate` and :func:`jaxmb.simulate_batch`, and its set-up.
+
+A model is split once into its arrays (jit arguments) and its static structure (a hashable jit
+static argument), and the split is cached while the model object lives, so that a warm call neither
 re-flattens nor re-hashes a model of many nested modules (``equinox.filter_jit`` does both on every
-call: ~0.1 ms, a large part of a solve of a cheap right-hand side)."""
+call: ~0.1 ms, a large part of a solve of a cheap right-hand side). The set-up of a call (checked,
+converted times and tolerances, the splits, the route's report) is a :class:`Call`;
+:func:`jaxmb.simulate` keeps it per model and plain-number arguments (:func:`keep`), so that a
+repeated call converts the initial state and calls the compiled solve, nothing else.
+"""
 
 from __future__ import annotations
 
 import functools
 import weakref
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import equinox as eqx
 import jax
+import numpy as np
 
-__all__ = ["Structure", "split_tree", "split_options", "split_model", "compiled_solve"]
+from .checks import check_run_arguments
+
+__all__ = [
+    "SOLVERS",
+    "Structure",
+    "split_tree",
+    "split_options",
+    "split_model",
+    "compiled_solve",
+    "SimulationError",
+    "Call",
+    "CALLS",
+    "keep",
+    "NO_TAU",
+    "set_up",
+    "states",
+    "call_solve",
+    "prepare",
+    "first_line",
+]
 
 
 class Structure:
@@ -109,3 +136,183 @@ def compiled_solve(
     if pm is not None:
         kw["pm"] = pm
     return solve(model, q0, qd0, t0, t1, ts, tau, dt0, rtol, atol, dtmin, **kw)
+
+
+SOLVERS = ("tsit5", "dopri5", "dopri8", "kvaerno5", "kencarp4")
+
+
+class SimulationError(RuntimeError):
+    """An integration that did not reach t1, with the cause, time and state in the message."""
+
+
+NO_TAU = split_tree(None)  # the split of tau=None, made once
+
+
+def as_float(x, ft):
+    """x as a float array (of the default float type ``ft``) for the compiled solve: a JAX array
+    (or tracer) kept as it is when it already has that type, anything else through NumPy
+    (``jnp.asarray`` of a Python scalar costs ~0.1 ms of dispatch, a large part of a solve of a
+    cheap right-hand side)."""
+    if isinstance(x, jax.Array):
+        return x if x.dtype == ft else x.astype(ft)
+    return np.asarray(x, dtype=ft)
+
+
+# times and tolerances given as plain numbers, checked and converted once per distinct value (a
+# warm call of a cheap solve spent ~15 % of its time re-checking the same numbers)
+_PLAIN = (float, int, type(None))
+_TIMES: dict[tuple, tuple] = {}
+
+
+def prepare(model, q0, qd0, t0, t1, ts, dt0, rtol, atol, dtmin, solver, batch_dims=0):
+    """Checked (q0, q̇0, t0, t1, ts, dt0, rtol, atol, dtmin), converted for the compiled solve."""
+    if solver not in SOLVERS:
+        raise ValueError(f"unknown solver {solver!r}; choose one of {SOLVERS}")
+    ft = np.dtype(np.float64 if jax.config.jax_enable_x64 else np.float32)  # jnp.result_type(float)
+    q0 = as_float(q0, ft)
+    qd0 = as_float(qd0, ft)
+    want = (model.nq,)
+    if q0.shape[batch_dims:] != want or qd0.shape[batch_dims:] != want:
+        raise ValueError(
+            f"initial state must have shape {(('batch',) * batch_dims) + want}: got q0 {q0.shape}, "
+            f"qd0 {qd0.shape} for model {model.name!r} with nq={model.nq}"
+        )
+    times = (t0, t1, dt0, rtol, atol, dtmin)
+    key = (ft, *times) if ts is None and all(type(x) in _PLAIN for x in times) else None
+    hit = None if key is None else _TIMES.get(key)
+    if hit is None:
+        hit = prepare_times(t0, t1, ts, dt0, rtol, atol, dtmin, ft)
+        if key is not None and len(_TIMES) < 256:
+            _TIMES[key] = hit
+    t0, t1, ts, dt0, rtol, atol, dtmin = hit
+    check_run_arguments(q0, qd0, None, None, None, None, model.coordinate_names)
+    return q0, qd0, t0, t1, ts, dt0, rtol, atol, dtmin
+
+
+def prepare_times(t0, t1, ts, dt0, rtol, atol, dtmin, ft):
+    """Checked (t0, t1, ts, dt0, rtol, atol, dtmin) as float arrays of type ``ft`` (ts None or
+    (nt,); dt0 None when not given; dtmin defaulting to 1e-14·(t1 − t0))."""
+    if not (np.isfinite(float(t0)) and np.isfinite(float(t1))) or float(t1) <= float(t0):
+        raise ValueError(f"need finite t0 < t1, got t0={t0}, t1={t1}")
+    if ts is not None:
+        ts = as_float(ts, ft)
+        tsn = np.asarray(ts)
+        if tsn.ndim != 1 or tsn.size == 0:
+            raise ValueError(f"ts must be a non-empty 1-D array of times, got shape {tsn.shape}")
+        if np.any(np.diff(tsn) < 0) or tsn[0] < float(t0) or tsn[-1] > float(t1):
+            raise ValueError(f"ts must be non-decreasing within [t0, t1] = [{t0}, {t1}]")
+    check_run_arguments(None, None, rtol, atol, dt0, dtmin, ts=ts)
+    if dtmin is None:
+        dtmin = 1e-14 * (float(t1) - float(t0))
+    f = lambda x: None if x is None else as_float(x, ft)
+    return f(t0), f(t1), ts, f(dt0), f(rtol), f(atol), f(dtmin)
+
+
+def first_line(e: Exception) -> str:
+    """The message of an equinox runtime error without its stack-trace boilerplate (also when it
+    arrives wrapped in XLA's runtime error, as from a plain ``jax.jit``)."""
+    for ln in str(e).splitlines():
+        _, sep, msg = ln.partition("EquinoxRuntimeError: ")
+        if sep and msg.strip():
+            return msg.strip()
+    for ln in str(e).splitlines():
+        _, sep, msg = ln.partition("RuntimeError: ")
+        if sep and msg.strip() and "stack" not in msg:
+            return msg.strip()
+    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+
+
+class Call(NamedTuple):
+    """A call of the compiled solve, set up: all that depends on the model and the arguments but
+    not on the initial state. :func:`simulate` keeps it per (model, plain-number arguments) in
+    ``CALLS``: around a cheap solve (Andrews' premodel: ~0.2 ms) the set-up took as long as the
+    solve, and each of its lines 10–20× longer when other work had evicted it from the CPU's
+    caches."""
+
+    model: Any  # the model (a weak reference to it once kept)
+    caller: str
+    solver: str
+    ft: Any  # the state's float dtype
+    want: tuple  # the state's shape
+    args: tuple  # (t0, t1, ts, dt0, rtol, atol, dtmin), checked and converted
+    arrays: list
+    structure: Any
+    tau_arrays: list
+    tau_structure: Any
+    kw_arrays: list
+    kw_structure: Any
+    solve: Callable
+    max_steps: int
+    traced: bool  # an argument is traced (inside the user's jit): never kept
+    info: dict  # what the call adds to Trajectory.stats
+
+
+CALLS: dict[tuple, Call] = {}
+
+
+def keep(key: tuple, call: Call, model) -> None:
+    """Keep a concrete call's set-up under ``key`` while the model lives (at most 256 entries),
+    its times and tolerances moved to the device once (not transferred on every call)."""
+    if call.traced or len(CALLS) >= 256:
+        return
+    ref = weakref.ref(model, lambda _: CALLS.pop(key, None))
+    CALLS[key] = call._replace(model=ref, args=jax.device_put(call.args))
+
+
+def states(call, model, q0, qd0):
+    """(q0, q̇0) as the set-up call converted them, with their shapes checked."""
+    q0, qd0 = as_float(q0, call.ft), as_float(qd0, call.ft)
+    if q0.shape != call.want or qd0.shape != call.want:
+        raise ValueError(
+            f"initial state must have shape {call.want}: got q0 {q0.shape}, qd0 {qd0.shape} for "
+            f"model {model.name!r} with nq={model.nq}"
+        )
+    return q0, qd0
+
+
+def set_up(
+    caller, solve, model, q0, qd0, t0, t1, ts, dt0, rtol, atol, dtmin, tau, solver, *,
+    batch_dims, **static,
+):  # fmt: skip
+    """What :func:`simulate` and :func:`simulate_batch` share before the solve: checked,
+    converted inputs and the split of model, tau and options; returns ``(call, q0, q̇0)``."""
+    args = prepare(model, q0, qd0, t0, t1, ts, dt0, rtol, atol, dtmin, solver, batch_dims)
+    q0, qd0, *times = args
+    if batch_dims and q0.shape[0] != qd0.shape[0]:
+        raise ValueError(
+            f"q0s and qd0s have different batch sizes: {q0.shape[0]} vs {qd0.shape[0]}"
+        )
+    pm = static.pop("pm", None)
+    arrays, structure = split_model(model, pm)
+    tau_arrays, tau_structure = NO_TAU if tau is None else split_tree(tau)
+    kw_arrays, kw_structure = split_options(dict(static, solver=solver))  # model_axes: a pytree
+    leaves = (*jax.tree_util.tree_leaves((args, tau_arrays)), *arrays)
+    traced = any(isinstance(x, jax.core.Tracer) for x in leaves)
+    call = Call(
+        model, caller, solver, q0.dtype, q0.shape, tuple(times), arrays, structure, tau_arrays,
+        tau_structure, kw_arrays, kw_structure, solve, static["max_steps"], traced, {},
+    )  # fmt: skip
+    return call, q0, qd0
+
+
+def call_solve(call: Call, model, q0, qd0):
+    """The compiled solve of a set-up call; a check inside the right-hand side that fired (an
+    implicit joint map that did not converge, a singular mass matrix) becomes a
+    :class:`SimulationError` naming the caller, model and solver."""
+    try:
+        traj = compiled_solve(
+            call.arrays, call.tau_arrays, call.kw_arrays, (q0, qd0, *call.args),
+            structure=call.structure, tau_structure=call.tau_structure, solve=call.solve,
+            kw_structure=call.kw_structure,
+        )  # fmt: skip
+    except Exception as e:  # XLA reports a check that fired as a runtime or value error
+        if not isinstance(e, eqx.EquinoxRuntimeError) and "EquinoxRuntimeError" not in str(e):
+            raise
+        if not call.traced:  # the state check inside the solve fired: name the entry
+            check_run_arguments(q0, qd0, None, None, None, None, model.coordinate_names)
+        raise SimulationError(
+            f"{call.caller}({model.name!r}, solver={call.solver!r}): the right-hand side raised "
+            f"during integration: {first_line(e)}"
+        ) from e
+    traj.stats["max_steps"] = call.max_steps  # a Python int, as the caller gave it
+    return traj

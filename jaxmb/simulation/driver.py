@@ -36,7 +36,15 @@ from ..dynamics import batched_forward_dynamics, try_forward_dynamics
 from ..dynamics.prescribed import prescribe_state
 from ..model import Model
 from .checks import check_max_steps, check_run_arguments, check_time_span
-from .compiled_call import compiled_solve, split_model, split_options, split_tree
+from .compiled_call import (
+    CALLS,
+    SOLVERS,
+    SimulationError,
+    call_solve,
+    keep,
+    set_up,
+    states,
+)
 from .routes import choose_route
 
 __all__ = [
@@ -52,16 +60,10 @@ __all__ = [
     "batched_rk4",
 ]
 
-_NO_TAU = split_tree(None)  # the split of tau=None, made once
 # diffrax's success code; a result is read through NumPy (int() of a fresh 0-d jax array took
 # ~25 µs more per call)
 _SUCCESSFUL = int(np.asarray(dfx.RESULTS.successful._value))
-SOLVERS = ("tsit5", "dopri5", "dopri8", "kvaerno5", "kencarp4")
 _IMEX = ("kencarp4",)
-
-
-class SimulationError(RuntimeError):
-    """An integration that did not reach t1, with the cause, time and state in the message."""
 
 
 class Trajectory(eqx.Module):
@@ -184,67 +186,8 @@ def _solve(
     )
 
 
-def _as_float(x, ft):
-    """x as a float array (of the default float type ``ft``) for the compiled solve: a JAX array
-    (or tracer) kept as it is when it already has that type, anything else through NumPy
-    (``jnp.asarray`` of a Python scalar costs ~0.1 ms of dispatch, a large part of a solve of a
-    cheap right-hand side)."""
-    if isinstance(x, jax.Array):
-        return x if x.dtype == ft else x.astype(ft)
-    return np.asarray(x, dtype=ft)
-
-
-# times and tolerances given as plain numbers, checked and converted once per distinct value (a
-# warm call of a cheap solve spent ~15 % of its time re-checking the same numbers)
-_PLAIN = (float, int, type(None))
-_TIMES: dict[tuple, tuple] = {}
-
-
-def _prepare(model, q0, qd0, t0, t1, ts, dt0, rtol, atol, dtmin, solver, batch_dims=0):
-    if solver not in SOLVERS:
-        raise ValueError(f"unknown solver {solver!r}; choose one of {SOLVERS}")
-    ft = np.dtype(np.float64 if jax.config.jax_enable_x64 else np.float32)  # jnp.result_type(float)
-    q0 = _as_float(q0, ft)
-    qd0 = _as_float(qd0, ft)
-    want = (model.nq,)
-    if q0.shape[batch_dims:] != want or qd0.shape[batch_dims:] != want:
-        raise ValueError(
-            f"initial state must have shape {(('batch',) * batch_dims) + want}: got q0 {q0.shape}, "
-            f"qd0 {qd0.shape} for model {model.name!r} with nq={model.nq}"
-        )
-    times = (t0, t1, dt0, rtol, atol, dtmin)
-    key = (ft, *times) if ts is None and all(type(x) in _PLAIN for x in times) else None
-    hit = None if key is None else _TIMES.get(key)
-    if hit is None:
-        hit = _prepare_times(t0, t1, ts, dt0, rtol, atol, dtmin, ft)
-        if key is not None and len(_TIMES) < 256:
-            _TIMES[key] = hit
-    t0, t1, ts, dt0, rtol, atol, dtmin = hit
-    check_run_arguments(q0, qd0, None, None, None, None, model.coordinate_names)
-    return q0, qd0, t0, t1, ts, dt0, rtol, atol, dtmin
-
-
-def _prepare_times(t0, t1, ts, dt0, rtol, atol, dtmin, ft):
-    """Checked (t0, t1, ts, dt0, rtol, atol, dtmin) as float arrays of type ``ft`` (ts None or
-    (nt,); dt0 None when not given; dtmin defaulting to 1e-14·(t1 − t0))."""
-    if not (np.isfinite(float(t0)) and np.isfinite(float(t1))) or float(t1) <= float(t0):
-        raise ValueError(f"need finite t0 < t1, got t0={t0}, t1={t1}")
-    if ts is not None:
-        ts = _as_float(ts, ft)
-        tsn = np.asarray(ts)
-        if tsn.ndim != 1 or tsn.size == 0:
-            raise ValueError(f"ts must be a non-empty 1-D array of times, got shape {tsn.shape}")
-        if np.any(np.diff(tsn) < 0) or tsn[0] < float(t0) or tsn[-1] > float(t1):
-            raise ValueError(f"ts must be non-decreasing within [t0, t1] = [{t0}, {t1}]")
-    check_run_arguments(None, None, rtol, atol, dt0, dtmin, ts=ts)
-    if dtmin is None:
-        dtmin = 1e-14 * (float(t1) - float(t0))
-    f = lambda x: None if x is None else _as_float(x, ft)
-    return f(t0), f(t1), ts, f(dt0), f(rtol), f(atol), f(dtmin)
-
-
 @eqx.filter_jit
-def _probe_states(model, tau, t, q, qd):
+def _probestates(model, tau, t, q, qd):
     """Joint map and right-hand side at the stop state and at Euler predictions a little ahead."""
     h = jnp.concatenate([jnp.zeros(1), jnp.logspace(-14, -1, 27)]) * jnp.maximum(1.0, jnp.abs(t))
     qdd0, _ = try_forward_dynamics(model, q, qd, tau, t)
@@ -260,7 +203,7 @@ def _probe_states(model, tau, t, q, qd):
 
 def _probe(model, tau, t, q, qd) -> str:
     """Words for the first non-finite joint map / right-hand side at or just past the stop."""
-    qs, f_ok, rhs_ok = (np.asarray(x) for x in _probe_states(model, tau, t, q, qd))
+    qs, f_ok, rhs_ok = (np.asarray(x) for x in _probestates(model, tau, t, q, qd))
     bad_f = np.flatnonzero(~f_ok)
     bad_rhs = np.flatnonzero(~rhs_ok)
     if bad_f.size:
@@ -277,20 +220,6 @@ def _probe(model, tau, t, q, qd) -> str:
             f" {'the stop state' if k == 0 else 'just past the stop state'}."
         )
     return ""
-
-
-def _first_line(e: Exception) -> str:
-    """The message of an equinox runtime error without its stack-trace boilerplate (also when it
-    arrives wrapped in XLA's runtime error, as from a plain ``jax.jit``)."""
-    for ln in str(e).splitlines():
-        _, sep, msg = ln.partition("EquinoxRuntimeError: ")
-        if sep and msg.strip():
-            return msg.strip()
-    for ln in str(e).splitlines():
-        _, sep, msg = ln.partition("RuntimeError: ")
-        if sep and msg.strip() and "stack" not in msg:
-            return msg.strip()
-    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
 
 
 def _diagnose(model, traj: Trajectory, tau, index=None) -> str:
@@ -373,60 +302,57 @@ def simulate(
     Returns:
         :class:`Trajectory` with ts (nt,), q and qd (nt, nq), stats and result.
     """
-    check_max_steps(max_steps)
-    pm, info = choose_route(model, route, tau)
-    bind = getattr(tau, "bind_plant", None)
-    if callable(bind):  # a controller of this very model shares its terms (Eq. 200)
-        tau = bind(model)
-    pick = lambda pm: solver if solver != "auto" else ("tsit5" if pm is None else "dopri8")
-    run = lambda pm: _run_solve(
-        "simulate", _solve, model, q0, qd0, t0, t1, ts, dt0, rtol, atol, dtmin, tau, pick(pm),
-        batch_dims=0, pm=pm, max_steps=int(max_steps), progress=bool(progress),
-    )  # fmt: skip
-    traj = run(pm)
-    traj.stats.update(info, solver=pick(pm))
-    if throw and int(np.asarray(traj.result._value)) != _SUCCESSFUL:
-        raise SimulationError(
-            f"simulate({model.name!r}, solver={traj.stats['solver']!r}): "
-            + _diagnose(model, traj, tau)
-        )
+    call = key = None
+    if tau is None and ts is None:
+        try:  # plain-number arguments: the call is set up once (compiled_call.Call)
+            key = (id(model), jax.config.jax_enable_x64, t0, t1, dt0, rtol, atol, dtmin, solver,
+                   max_steps, progress, route)  # fmt: skip
+            call = CALLS.get(key)
+        except TypeError:  # an array or a traced argument: set up on every call
+            key = None
+    if (
+        call is not None
+        and call.model() is model
+        and not isinstance(q0, jax.core.Tracer)
+        and not isinstance(qd0, jax.core.Tracer)
+    ):
+        q0, qd0 = states(call, model, q0, qd0)
+    else:
+        check_max_steps(max_steps)
+        pm, info = choose_route(model, route, tau)
+        bind = getattr(tau, "bind_plant", None)
+        if callable(bind):  # a controller of this very model shares its terms (Eq. 200)
+            tau = bind(model)
+        solver = solver if solver != "auto" else ("tsit5" if pm is None else "dopri8")
+        call, q0, qd0 = set_up(
+            "simulate", _checked_solve, model, q0, qd0, t0, t1, ts, dt0, rtol, atol, dtmin, tau,
+            solver, batch_dims=0, pm=pm, max_steps=int(max_steps), progress=bool(progress),
+        )  # fmt: skip
+        call = call._replace(info=dict(info, solver=solver))
+        if key is not None:  # kept with the fit's seconds at 0: later calls do not pay for it
+            kept = {k: 0.0 if k == "premodel_fit_s" else v for k, v in call.info.items()}
+            keep(key, call._replace(info=kept), model)
+    traj = call_solve(call, model, q0, qd0)
+    traj.stats.update(call.info)
+    if (throw or not call.traced) and int(np.asarray(traj.result._value)) != _SUCCESSFUL:
+        # a repeated call leaves the finiteness of the state to the compiled solve
+        # (_checked_solve), which stops at a non-finite state: name its entry
+        check_run_arguments(q0, qd0, None, None, None, None, model.coordinate_names)
+        if throw:
+            raise SimulationError(
+                f"simulate({model.name!r}, solver={call.solver!r}): " + _diagnose(model, traj, tau)
+            )
     return traj
 
 
-def _run_solve(
-    caller, solve, model, q0, qd0, t0, t1, ts, dt0, rtol, atol, dtmin, tau, solver, *,
-    batch_dims, **static,
-):  # fmt: skip
-    """The set-up :func:`simulate` and :func:`simulate_batch` share: checked, converted inputs,
-    the compiled solve, and a right-hand-side check that fired turned into a
-    :class:`SimulationError` naming the caller, model and solver."""
-    args = _prepare(model, q0, qd0, t0, t1, ts, dt0, rtol, atol, dtmin, solver, batch_dims)
-    q0, qd0, t0, t1, ts, dt0, rtol, atol, dtmin = args
-    if batch_dims and q0.shape[0] != qd0.shape[0]:
-        raise ValueError(
-            f"q0s and qd0s have different batch sizes: {q0.shape[0]} vs {qd0.shape[0]}"
-        )
-    pm = static.pop("pm", None)
-    arrays, structure = split_model(model, pm)
-    tau_arrays, tau_structure = _NO_TAU if tau is None else split_tree(tau)
-    kw_arrays, kw_structure = split_options(dict(static, solver=solver))  # model_axes: a pytree
-    try:
-        traj = compiled_solve(
-            arrays, tau_arrays, kw_arrays, (q0, qd0, t0, t1, ts, dt0, rtol, atol, dtmin),
-            structure=structure, tau_structure=tau_structure, solve=solve,
-            kw_structure=kw_structure,
-        )  # fmt: skip
-        traj.stats["max_steps"] = static["max_steps"]  # a Python int, as the caller gave it
-        return traj
-    except (eqx.EquinoxRuntimeError, jax.errors.JaxRuntimeError) as e:
-        # a check inside the right-hand side fired (an implicit joint map that did not
-        # converge, a singular mass matrix): say where it came from
-        if not isinstance(e, eqx.EquinoxRuntimeError) and "EquinoxRuntimeError" not in str(e):
-            raise
-        raise SimulationError(
-            f"{caller}({model.name!r}, solver={solver!r}): the right-hand side raised during "
-            f"integration: {_first_line(e)}"
-        ) from e
+def _checked_solve(model, q0, qd0, *args, **kw):
+    """:func:`_solve` of a finite initial state: a non-finite entry raises (``equinox.error_if``)
+    before the solve starts. A repeated call of :func:`simulate` leaves this check to the
+    compiled solve (reading the state back to the host for it cost ~40 µs a call); a NaN state
+    would otherwise take ``max_steps`` steps to fail."""
+    ok = jnp.all(jnp.isfinite(q0)) & jnp.all(jnp.isfinite(qd0))
+    q0 = eqx.error_if(q0, ~ok, "the initial state (q0, qd0) is not finite")
+    return _solve(model, q0, qd0, *args, **kw)
 
 
 def _batch_solve(
@@ -492,10 +418,11 @@ def simulate_batch(
             raise ValueError("simulate_batch: give batched_model=True or model_axes, not both")
         model_axes = eqx.if_array(0)
     check_max_steps(max_steps)
-    traj = _run_solve(
+    call, q0s, qd0s = set_up(
         "simulate_batch", _batch_solve, model, q0s, qd0s, t0, t1, ts, dt0, rtol, atol, dtmin,
         tau, solver, batch_dims=1, model_axes=model_axes, max_steps=int(max_steps),
     )  # fmt: skip
+    traj = call_solve(call, model, q0s, qd0s)
     if throw:
         ok = np.asarray(traj.successful)
         if not ok.all():

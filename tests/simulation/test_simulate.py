@@ -141,8 +141,6 @@ def test_bad_arguments(pendulum):
         sim.simulate(pendulum, jnp.zeros(2), jnp.zeros(2), 1.0, ts=jnp.array([0.0, 2.0]))
 
 
-
-
 def test_repeated_call_checks_the_state_every_time(pendulum):
     """Times and tolerances given as plain numbers are checked once per value (kept for later
     calls); the initial state is checked on every call, and a bad tolerance is refused even after
@@ -157,6 +155,15 @@ def test_repeated_call_checks_the_state_every_time(pendulum):
         sim.simulate(pendulum, q0, np.array([np.inf, 0.0]), 0.3, rtol=1e-7, atol=1e-7)
     with pytest.raises(ValueError, match="rtol must be a positive number, got -1e-07"):
         sim.simulate(pendulum, q0, qd0, 0.3, rtol=-1e-7, atol=1e-7)
+    # the kept set-up serves the next good call, and a state traced by the user's jit
+    c = sim.simulate(pendulum, q0, qd0, 0.3, rtol=1e-7, atol=1e-7)
+    np.testing.assert_array_equal(np.asarray(a.q), np.asarray(c.q))
+    traced = jax.jit(
+        lambda q: sim.simulate(pendulum, q, qd0, 0.3, rtol=1e-7, atol=1e-7, throw=False).q_final
+    )
+    np.testing.assert_allclose(np.asarray(traced(q0)), np.asarray(a.q_final), rtol=0, atol=1e-14)
+
+
 def test_progress_bar_runs(pendulum, capsys):
     tr = sim.simulate(pendulum, jnp.array([0.2, 0.1]), jnp.zeros(2), 0.1, progress=True)
     assert bool(tr.successful)
