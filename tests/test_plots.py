@@ -9,6 +9,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+import pytest  # noqa: E402
 from helpers import PACKAGE_DATA  # noqa: E402
 
 import jaxmb as mb  # noqa: E402
@@ -71,7 +72,10 @@ def test_trajectory_plot_axes_and_legend_carry_units(monkeypatch, tmp_path):
 def test_trial_columns_plot_one_panel_per_column_and_a_time_axis_under_each_column(tmp_path):
     """The setup commands' plot: 7 columns in 3 columns of panels leave the last row with one
     panel, so columns 2 and 3 end one row higher: their lowest panels carry the time axis. Each
-    panel's curves, mapped back through its box and data ranges, are the columns drawn."""
+    panel's curves, mapped back through its box and data ranges, are the columns drawn; the PNG
+    has the size the plot reports and is not blank inside the panels."""
+    from PIL import Image
+
     t = np.linspace(0.5, 1.1, 20)
     values = np.outer(t, np.arange(1.0, 8.0))
     values[3, 2] = np.nan  # a gap, not a number
@@ -79,15 +83,14 @@ def test_trial_columns_plot_one_panel_per_column_and_a_time_axis_under_each_colu
     png = tmp_path / "cols.png"
     fig = plots.plot_trial_columns(png, t, values, labels, "moment (N·m)", "trial",
                                    reference=(t, 2 * values), ncols=3)  # fmt: skip
-    assert png.stat().st_size > 0
+    image = np.asarray(Image.open(png).convert("L"))
+    assert image.shape == fig.size[::-1]
     assert [p[0] for p in fig.panels] == labels
-    texts = [x.get_text() for x in fig.axes[0].texts]
+    texts = [x for x, _ in fig.texts]
     assert all(lab in texts for lab in labels)
-    jaxmb_lines, ref_lines = (c for c in fig.axes[0].collections if c.get_label() in
-                              ("jaxmb", "OpenSim"))  # fmt: skip
     for k, (_, (x0, y0, w, h), (t0, t1), (lo, hi)) in enumerate(fig.panels):
-        for coll, scale in ((jaxmb_lines, 1.0), (ref_lines, 2.0)):
-            runs = [xy for xy in coll.get_segments() if x0 <= xy[0, 0] <= x0 + w
+        for name, scale in (("jaxmb", 1.0), ("OpenSim", 2.0)):
+            runs = [xy for xy in fig.curves[name] if x0 <= xy[0, 0] <= x0 + w
                     and y0 <= xy[0, 1] <= y0 + h]  # fmt: skip
             assert len(runs) == (2 if k == 2 else 1)  # the NaN splits column 2's curve
             xy = np.concatenate(runs)
@@ -97,12 +100,27 @@ def test_trial_columns_plot_one_panel_per_column_and_a_time_axis_under_each_colu
                                        scale * values[ok, k], rtol=1e-12)  # fmt: skip
             assert np.all(lo <= np.nanmin(scale * values[:, k]))
             assert np.all(np.nanmax(scale * values[:, k]) <= hi)
+        H, W = image.shape
+        inside = image[round(H * (1 - y0 - h)) + 3 : round(H * (1 - y0)) - 3,
+                       round(W * x0) + 3 : round(W * (x0 + w)) - 3]  # fmt: skip
+        assert (inside < 200).mean() > 0.005  # curves drawn in every panel
     # "time (s)" under the lowest panel of each column: rows 2, 1, 1 (panels 6, 4, 5)
-    timed = [x for x in fig.axes[0].texts if x.get_text() == "time (s)"]
+    timed = [xy for x, xy in fig.texts if x == "time (s)"]
     boxes = [fig.panels[k][1] for k in (6, 4, 5)]
-    assert sorted(x.get_position()[0] for x in timed) == sorted(b[0] + b[2] / 2 for b in boxes)
-    for x, b in zip(sorted(timed, key=lambda x: x.get_position()[0]),
-                    sorted(boxes), strict=True):  # fmt: skip
-        assert x.get_position()[1] < b[1]
-    assert fig._supylabel.get_text() == "moment (N·m)"
-    assert [x.get_text() for x in fig.legends[0].get_texts()] == ["jaxmb", "OpenSim"]
+    assert sorted(x for x, _ in timed) == pytest.approx(sorted(b[0] + b[2] / 2 for b in boxes))
+    for (_, y), b in zip(sorted(timed), sorted(boxes), strict=True):
+        assert y < b[1]
+    assert fig.ylabel == "moment (N·m)"
+    assert fig.legend == ("jaxmb", "OpenSim")
+
+
+def test_nice_ticks_are_round_steps_inside_the_range():
+    """Tick values: 1, 2, 2.5 or 5 × 10^k apart, inside [lo, hi], at most nbins + 1 of them."""
+    for lo, hi, nbins in ((0.5, 1.1, 4), (-5.3, 11.2, 3), (0.0, 1e-3, 3), (-1.0, -0.2, 4)):
+        ticks = plots._nice_ticks(lo, hi, nbins)
+        assert 2 <= len(ticks) <= nbins + 1
+        assert all(lo - 1e-12 <= x <= hi + 1e-12 for x in ticks)
+        step = np.diff(ticks)
+        np.testing.assert_allclose(step, step[0], rtol=1e-9)
+        mantissa = step[0] / 10 ** np.floor(np.log10(step[0]))
+        assert min(abs(mantissa - m) for m in (1.0, 2.0, 2.5, 5.0)) < 1e-9

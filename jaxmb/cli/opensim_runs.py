@@ -14,7 +14,6 @@ import jax
 from ..io.motion import MotionFileError
 from ..io.osim import OsimImportError
 from ..io.setup import SetupError
-from ..plots import import_matplotlib_in_background
 from .common import CliError, output_dir
 
 __all__ = [
@@ -84,12 +83,9 @@ def setup_errors(fn):
 
 def start_run(args) -> Progress:
     """What every setup command does first: ``--out`` checked before any work, the progress
-    display, the persistent compilation cache unless ``--no-cache``, and (unless ``--no-plot``)
-    matplotlib's import started beside the analysis."""
+    display and the persistent compilation cache unless ``--no-cache``."""
     if args.out is not None:
         output_dir(args.out)
-    if not args.no_plot:
-        import_matplotlib_in_background()
     say = Progress(args.quiet)
     if not args.no_cache:
         say(f"compilation cache: {enable_cache()}")
