@@ -114,13 +114,27 @@ def test_trial_columns_plot_one_panel_per_column_and_a_time_axis_under_each_colu
     assert fig.legend == ("jaxmb", "OpenSim")
 
 
-def test_nice_ticks_are_round_steps_inside_the_range():
-    """Tick values: 1, 2, 2.5 or 5 × 10^k apart, inside [lo, hi], at most nbins + 1 of them."""
-    for lo, hi, nbins in ((0.5, 1.1, 4), (-5.3, 11.2, 3), (0.0, 1e-3, 3), (-1.0, -0.2, 4)):
-        ticks = plots._nice_ticks(lo, hi, nbins)
-        assert 2 <= len(ticks) <= nbins + 1
-        assert all(lo - 1e-12 <= x <= hi + 1e-12 for x in ticks)
+def test_trial_columns_ticks_are_round_steps_inside_each_panel(tmp_path):
+    """Each panel's value ticks (the labels left of its box): 1, 2, 2.5 or 5 × 10^k apart, inside
+    the panel's range, two to four of them; the time ticks likewise inside the trial."""
+    t = np.linspace(0.5, 1.1, 20)
+    ranges = [(0.05, 0.38), (-5.3, 11.2), (0.0, 1e-3), (-1.0, -0.2), (3.0, 3.0)]
+    values = np.stack([np.linspace(lo, hi, t.size) for lo, hi in ranges], axis=1)
+    fig = plots.plot_trial_columns(tmp_path / "t.png", t, values, [f"c{k}" for k in range(5)],
+                                   "value (m)", "ticks", ncols=5)  # fmt: skip
+    for _, (x0, y0, _w, h), _, (lo, hi) in fig.panels:
+        ticks = sorted(
+            float(x)
+            for x, (xt, yt) in fig.texts  # fmt: skip
+            if np.isclose(xt, x0 - 0.004) and y0 - 1e-9 <= yt <= y0 + h + 1e-9
+        )
+        assert 2 <= len(ticks) <= 4, ticks
+        assert all(lo <= x <= hi for x in ticks)
         step = np.diff(ticks)
-        np.testing.assert_allclose(step, step[0], rtol=1e-9)
-        mantissa = step[0] / 10 ** np.floor(np.log10(step[0]))
-        assert min(abs(mantissa - m) for m in (1.0, 2.0, 2.5, 5.0)) < 1e-9
+        np.testing.assert_allclose(step, step[0], rtol=1e-3)  # labels carry 4 digits
+        mantissa = step[0] / 10 ** np.floor(np.log10(step[0]) + 1e-9)
+        assert min(abs(mantissa - m) for m in (1.0, 2.0, 2.5, 5.0)) < 1e-3
+    x0, _, w, _ = fig.panels[0][1]
+    times = [float(x) for x, (xt, _) in fig.texts if x0 <= xt <= x0 + w and x[0].isdigit()
+             and x not in ("c0",)]  # fmt: skip
+    assert times and all(0.5 <= x <= 1.1 for x in times)
