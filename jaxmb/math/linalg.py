@@ -14,10 +14,11 @@ def cholesky_solve_bm(M: Float[Array, "n n B"], rhs: Float[Array, "n B"]) -> Flo
     NaN where M is not positive definite (a non-positive pivot)."""
     n, B = M.shape[0], M.shape[-1]
     # the unrolled graph grows as n³, LAPACK per state is cheaper to compile above n = 12; for one
-    # state (a right-hand side inside the user's solver) one LAPACK call beats the n³/6 scalar
-    # operations from n = 3 (chain(7), CPU time: forward dynamics 13.3–13.9 → 10.6–11.1 µs, load 14);
-    # a 1×1 or 2×2 stays unrolled
-    if n > 12 or (B == 1 and n > 2):
+    # state (a right-hand side inside the user's solver) LAPACK's calls (factor, two solves) cost
+    # more than the n³/6 fused scalar operations up to n = 5 and less from n = 6 (forward dynamics
+    # of chain(n) in a compiled loop, µs, unrolled / LAPACK: n = 3 1.7 / 2.6, 4 2.2 / 2.9,
+    # 5 3.7 / 4.1, 6 6.3 / 5.9, 7 7.8 / 7.0; the shoulder's 3×3 right-hand side 9.5 / 10.4)
+    if n > 12 or (B == 1 and n > 5):
         import jax.scipy.linalg as jsl  # here: ~70 ms of import that most runs never need
 
         Mb, rb = jnp.moveaxis(M, -1, 0), rhs.T
