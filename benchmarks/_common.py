@@ -11,6 +11,7 @@ run) is excluded, and every timed call ends with ``jax.block_until_ready``.
 from __future__ import annotations
 
 import datetime
+import importlib.util
 import json
 import os
 import platform
@@ -28,6 +29,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 __all__ = [
     "RESULTS",
+    "jaxmb_source",
     "metadata",
     "timeit_compiled",
     "timeit_interleaved",
@@ -61,6 +63,30 @@ def _git_commit() -> str | None:
         return None
 
 
+_CHECKOUT = Path(__file__).resolve().parents[1] / "jaxmb"
+_WARNED: list[str] = []
+
+
+def jaxmb_source() -> str | None:
+    """The folder of the jaxmb this process imports (found, not imported), with a warning on
+    stderr, once, when it is not this checkout's: an installed copy left by ``pip install .``
+    (``.ci/run`` makes one) is imported ahead of the checkout, and its figures would be
+    recorded under this checkout's commit."""
+    spec = importlib.util.find_spec("jaxmb")
+    if spec is None or spec.origin is None:
+        return None
+    src = Path(spec.origin).resolve().parent
+    if src != _CHECKOUT and not _WARNED:
+        _WARNED.append(str(src))
+        print(
+            f"warning: this benchmark imports jaxmb from {src}, not from this checkout "
+            f"({_CHECKOUT}): its figures measure that copy. `pip install -e {_CHECKOUT.parent}` "
+            f"or PYTHONPATH={_CHECKOUT.parent} measures the checkout.",
+            file=sys.stderr,
+        )
+    return str(src)
+
+
 def metadata(**extra: Any) -> dict[str, Any]:
     """Machine, versions, date and precision of this run (plus any ``extra`` fields)."""
     versions = {"python": platform.python_version(), "jax": jax.__version__}
@@ -86,6 +112,7 @@ def metadata(**extra: Any) -> dict[str, Any]:
         "versions": versions,
         "precision": "float64" if jax.config.jax_enable_x64 else "float32",
         "git_commit": _git_commit(),
+        "jaxmb_source": jaxmb_source(),
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
     }
     meta.update(extra)

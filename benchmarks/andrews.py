@@ -50,6 +50,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from _common import jaxmb_source
 
 import jaxmb  # noqa: F401  (enables float64)
 from jaxmb.dynamics import forward_dynamics, premodel_dynamics
@@ -492,6 +493,7 @@ def main(argv=None):
             mujoco=_mujoco_version(),
             jaxmb=jaxmb.__version__,
         ),  # fmt: skip
+        jaxmb_source=jaxmb_source(),
         precision="float64",
         batch=1,
         backend=jax.default_backend(),
@@ -612,6 +614,7 @@ def public_only(args):
             python=sys.version.split()[0],
         ),  # fmt: skip
         versions=dict(jax=jax.__version__, diffrax=dfx.__version__, jaxmb=jaxmb.__version__),
+        jaxmb_source=jaxmb_source(),
         precision="float64",
         t1=T1,
         baumgarte_gains=list(gains),

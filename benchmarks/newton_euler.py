@@ -26,6 +26,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
+from _common import jaxmb_source
 
 import jaxmb
 from jaxmb import newton_euler as ne
@@ -163,6 +164,7 @@ def main():
             "jaxmb": jaxmb.__version__,
             "python": platform.python_version(),
         },  # fmt: skip
+        "jaxmb_source": jaxmb_source(),
         "precision": "float64",
         "batch_frames": args.frames,
         "jax": jax_results,

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import jax
+from _common import jaxmb_source
 
 import jaxmb as mb
 from jaxmb.analyses import solve_inverse_kinematics
@@ -44,7 +45,7 @@ OUT = Path(sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else "be
 OUT.mkdir(parents=True, exist_ok=True)
 
 TMP = tempfile.mkdtemp()
-out = {"load_start": os.getloadavg()}
+out = {"load_start": os.getloadavg(), "jaxmb_source": jaxmb_source()}
 # SO
 setup = read_static_optimization_setup(G + "walk_Setup_SO.xml")
 imp = mb.io.read_osim(setup.model_file)

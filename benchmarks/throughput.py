@@ -177,6 +177,7 @@ import equinox as eqx  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+from _common import jaxmb_source  # noqa: E402
 
 import jaxmb as mb  # noqa: E402
 from jaxmb import batch  # noqa: E402
@@ -1103,6 +1104,7 @@ def main():
         "config": cfg,
         "machine": machine(),
         "versions": versions(),
+        "jaxmb_source": jaxmb_source(),
         "precisions": ["float64", "float32"],
         "timing": (
             "compiled steady state, best of repeats (median also stored for the terms), "
