@@ -41,8 +41,8 @@ LAYERS = (
 # interpax (premodel fits) and jax.scipy (closed-loop Newton, large Cholesky solves: its import
 # pulls jax.scipy.special) cost 35 and 70 ms of every command's start, which most never use.
 LAZY = (
-    "matplotlib", "opensim", "ezc3d", "pinocchio", "mujoco", "mujoco_mjx", "tqdm", "interpax",
-    "jax.scipy",
+    "matplotlib", "PIL", "opensim", "ezc3d", "pinocchio", "mujoco", "mujoco_mjx", "tqdm",
+    "interpax", "jax.scipy",
 )  # fmt: skip
 
 
