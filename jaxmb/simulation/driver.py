@@ -187,7 +187,7 @@ def _solve(
 
 
 @eqx.filter_jit
-def _probestates(model, tau, t, q, qd):
+def _probe_states(model, tau, t, q, qd):
     """Joint map and right-hand side at the stop state and at Euler predictions a little ahead."""
     h = jnp.concatenate([jnp.zeros(1), jnp.logspace(-14, -1, 27)]) * jnp.maximum(1.0, jnp.abs(t))
     qdd0, _ = try_forward_dynamics(model, q, qd, tau, t)
@@ -203,7 +203,7 @@ def _probestates(model, tau, t, q, qd):
 
 def _probe(model, tau, t, q, qd) -> str:
     """Words for the first non-finite joint map / right-hand side at or just past the stop."""
-    qs, f_ok, rhs_ok = (np.asarray(x) for x in _probestates(model, tau, t, q, qd))
+    qs, f_ok, rhs_ok = (np.asarray(x) for x in _probe_states(model, tau, t, q, qd))
     bad_f = np.flatnonzero(~f_ok)
     bad_rhs = np.flatnonzero(~rhs_ok)
     if bad_f.size:
