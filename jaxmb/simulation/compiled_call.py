@@ -6,7 +6,8 @@ re-flattens nor re-hashes a model of many nested modules (``equinox.filter_jit``
 call: ~0.1 ms, a large part of a solve of a cheap right-hand side). The set-up of a call (checked,
 converted times and tolerances, the splits, the route's report) is a :class:`Call`;
 :func:`jaxmb.simulate` keeps it per model and plain-number arguments (:func:`keep`), so that a
-repeated call converts the initial state and calls the compiled solve, nothing else.
+repeated call converts the initial state and calls the compiled solve, nothing else (times and
+tolerances are checked and converted once, with the rest of the set-up).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ __all__ = [
     "keep",
     "NO_TAU",
     "set_up",
-    "states",
+    "checked_states",
     "call_solve",
     "prepare",
     "first_line",
@@ -158,10 +159,15 @@ def as_float(x, ft):
     return np.asarray(x, dtype=ft)
 
 
-# times and tolerances given as plain numbers, checked and converted once per distinct value (a
-# warm call of a cheap solve spent ~15 % of its time re-checking the same numbers)
-_PLAIN = (float, int, type(None))
-_TIMES: dict[tuple, tuple] = {}
+def checked_states(model, q0, qd0, ft, want: tuple, batch_dims: int = 0):
+    """(q0, q̇0) as float arrays of type ``ft``, their shapes checked: (batch…, *want)."""
+    q0, qd0 = as_float(q0, ft), as_float(qd0, ft)
+    if q0.shape[batch_dims:] != want or qd0.shape[batch_dims:] != want:
+        raise ValueError(
+            f"initial state must have shape {(('batch',) * batch_dims) + want}: got q0 {q0.shape}, "
+            f"qd0 {qd0.shape} for model {model.name!r} with nq={model.nq}"
+        )
+    return q0, qd0
 
 
 def prepare(model, q0, qd0, t0, t1, ts, dt0, rtol, atol, dtmin, solver, batch_dims=0):
@@ -169,24 +175,10 @@ def prepare(model, q0, qd0, t0, t1, ts, dt0, rtol, atol, dtmin, solver, batch_di
     if solver not in SOLVERS:
         raise ValueError(f"unknown solver {solver!r}; choose one of {SOLVERS}")
     ft = np.dtype(np.float64 if jax.config.jax_enable_x64 else np.float32)  # jnp.result_type(float)
-    q0 = as_float(q0, ft)
-    qd0 = as_float(qd0, ft)
-    want = (model.nq,)
-    if q0.shape[batch_dims:] != want or qd0.shape[batch_dims:] != want:
-        raise ValueError(
-            f"initial state must have shape {(('batch',) * batch_dims) + want}: got q0 {q0.shape}, "
-            f"qd0 {qd0.shape} for model {model.name!r} with nq={model.nq}"
-        )
-    times = (t0, t1, dt0, rtol, atol, dtmin)
-    key = (ft, *times) if ts is None and all(type(x) in _PLAIN for x in times) else None
-    hit = None if key is None else _TIMES.get(key)
-    if hit is None:
-        hit = prepare_times(t0, t1, ts, dt0, rtol, atol, dtmin, ft)
-        if key is not None and len(_TIMES) < 256:
-            _TIMES[key] = hit
-    t0, t1, ts, dt0, rtol, atol, dtmin = hit
+    q0, qd0 = checked_states(model, q0, qd0, ft, (model.nq,), batch_dims)
+    times = prepare_times(t0, t1, ts, dt0, rtol, atol, dtmin, ft)
     check_run_arguments(q0, qd0, None, None, None, None, model.coordinate_names)
-    return q0, qd0, t0, t1, ts, dt0, rtol, atol, dtmin
+    return q0, qd0, *times
 
 
 def prepare_times(t0, t1, ts, dt0, rtol, atol, dtmin, ft):
@@ -233,7 +225,7 @@ class Call(NamedTuple):
     caller: str
     solver: str
     ft: Any  # the state's float dtype
-    want: tuple  # the state's shape
+    want: tuple  # the state's shape (without batch axes)
     args: tuple  # (t0, t1, ts, dt0, rtol, atol, dtmin), checked and converted
     arrays: list
     structure: Any
@@ -259,17 +251,6 @@ def keep(key: tuple, call: Call, model) -> None:
     CALLS[key] = call._replace(model=ref, args=jax.device_put(call.args))
 
 
-def states(call, model, q0, qd0):
-    """(q0, q̇0) as the set-up call converted them, with their shapes checked."""
-    q0, qd0 = as_float(q0, call.ft), as_float(qd0, call.ft)
-    if q0.shape != call.want or qd0.shape != call.want:
-        raise ValueError(
-            f"initial state must have shape {call.want}: got q0 {q0.shape}, qd0 {qd0.shape} for "
-            f"model {model.name!r} with nq={model.nq}"
-        )
-    return q0, qd0
-
-
 def set_up(
     caller, solve, model, q0, qd0, t0, t1, ts, dt0, rtol, atol, dtmin, tau, solver, *,
     batch_dims, **static,
@@ -289,8 +270,8 @@ def set_up(
     leaves = (*jax.tree_util.tree_leaves((args, tau_arrays)), *arrays)
     traced = any(isinstance(x, jax.core.Tracer) for x in leaves)
     call = Call(
-        model, caller, solver, q0.dtype, q0.shape, tuple(times), arrays, structure, tau_arrays,
-        tau_structure, kw_arrays, kw_structure, solve, static["max_steps"], traced, {},
+        model, caller, solver, q0.dtype, q0.shape[batch_dims:], tuple(times), arrays, structure,
+        tau_arrays, tau_structure, kw_arrays, kw_structure, solve, static["max_steps"], traced, {},
     )  # fmt: skip
     return call, q0, qd0
 

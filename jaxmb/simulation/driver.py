@@ -41,9 +41,9 @@ from .compiled_call import (
     SOLVERS,
     SimulationError,
     call_solve,
+    checked_states,
     keep,
     set_up,
-    states,
 )
 from .routes import choose_route
 
@@ -316,7 +316,7 @@ def simulate(
         and not isinstance(q0, jax.core.Tracer)
         and not isinstance(qd0, jax.core.Tracer)
     ):
-        q0, qd0 = states(call, model, q0, qd0)
+        q0, qd0 = checked_states(model, q0, qd0, call.ft, call.want)
     else:
         check_max_steps(max_steps)
         pm, info = choose_route(model, route, tau)
