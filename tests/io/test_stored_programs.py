@@ -206,7 +206,14 @@ def _builder(path, calls, warn=False):
         calls.append(1)
         if warn:
             warnings.warn("left out: a Ligament", UserWarning, stacklevel=1)
-        return {"k": jnp.asarray(float(len(path.read_text()))), "names": ("a", "b")}
+        weak = jax.jit(lambda: 0.5)()  # a Python scalar's weak type
+        assert weak.weak_type
+        return {
+            "k": jnp.asarray(np.array(float(len(path.read_text())))),
+            "names": ("a", "b"),
+            "host": np.arange(3.0),
+            "weak": weak,
+        }
 
     return build
 
@@ -226,6 +233,15 @@ def test_stored_value_is_built_once_per_files_and_params(tmp_path):
     assert len(calls) == 1
     assert again["names"] == ("a", "b") and isinstance(again["k"], jax.Array)
     np.testing.assert_array_equal(again["k"], first["k"])
+    # JAX arrays come back as JAX arrays on the default device, their type (weak or not) kept;
+    # NumPy arrays stay NumPy arrays
+    for key in ("k", "weak"):
+        assert isinstance(again[key], jax.Array) and again[key].dtype == first[key].dtype
+        assert again[key].weak_type == first[key].weak_type
+        assert again[key].devices() == {jax.devices()[0]}
+    assert again["weak"].weak_type and not again["k"].weak_type
+    assert type(again["host"]) is np.ndarray
+    np.testing.assert_array_equal(again["host"], first["host"])
     get(params=(2,))  # another parameter
     assert len(calls) == 2
     src.write_text("<ab/>")  # another content
