@@ -25,9 +25,10 @@ arrays exist, e.g. the outputs of the program that runs first.
 :func:`stored_value` keeps what a setup command builds from the user's model files (an imported
 ``.osim`` with its muscles and actuators: about 0.2 s of Python per run) in
 ``<compilation cache>/jaxmb_models/``, as a pickle (its JAX arrays as NumPy arrays, moved to the
-device in one call when read) found by a key over the files' paths and contents, the build's parameters, the jaxmb source and the jax/jaxlib/numpy/equinox/Python
-versions. Any change to a file, a parameter or jaxmb builds it afresh; a build that warns is not
-kept (its warnings would not be repeated); an unreadable file or entry is built as usual.
+device in one call when read) found by a key over the files' paths and contents, the build's
+parameters, the jaxmb source and the jax/jaxlib/numpy/equinox/Python versions. Any change to a
+file, a parameter or jaxmb builds it afresh; a build that warns is not kept (its warnings would
+not be repeated); an unreadable file or entry is built as usual.
 """
 
 from __future__ import annotations
