@@ -38,6 +38,7 @@ import contextlib
 import hashlib
 import importlib.machinery
 import importlib.util
+import io
 import os
 import pickle
 import platform
@@ -390,7 +391,7 @@ def stored_value(
     path = d / f"{name}-{key}.pkl"
     if path.is_file():
         try:
-            return _on_device(*pickle.loads(path.read_bytes()))
+            return _loads(path.read_bytes())
         except Exception:  # a truncated or foreign file: built again and overwritten below
             pass
     with warnings.catch_warnings(record=True) as caught:
@@ -399,28 +400,47 @@ def stored_value(
     for w in caught:  # shown as the build gave them (the caller's filters apply)
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
     if not caught:
-        _write_atomic(d, path, pickle.dumps(_on_host(value), protocol=pickle.HIGHEST_PROTOCOL))
+        _write_atomic(d, path, _dumps(value))
     return value
 
 
-def _on_host(value) -> tuple:
-    """``(value with its JAX array leaves as NumPy arrays, which leaves they were)``: what
-    :func:`stored_value` pickles. A pickled JAX array is moved to the device on its own when it
-    is read back (Gait10dof18musc's static-optimization problem: 365 arrays, 0.07–0.09 s);
-    :func:`_on_device` moves them all in one call. Weakly typed arrays stay JAX arrays: NumPy has
-    no weak type, and the stored programs' keys hold it."""
-    leaves, treedef = jax.tree_util.tree_flatten(value)
-    moved = tuple(isinstance(x, jax.Array) and not _weak(x) for x in leaves)
-    host = [np.asarray(x) if m else x for x, m in zip(leaves, moved, strict=True)]
-    return jax.tree_util.tree_unflatten(treedef, host), moved
+class _ArraysApart(pickle.Pickler):
+    """A pickler that leaves the value's JAX arrays out of its stream: each one (wherever it sits,
+    in a pytree or in a plain object) becomes a reference into :attr:`arrays`, its NumPy copy.
+    Weakly typed arrays are pickled as usual: NumPy has no weak type, and the stored programs'
+    keys hold it."""
+
+    def __init__(self, file):
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.arrays: list = []
+        self._index: dict = {}
+        self._keep: list = []  # the arrays referenced, alive while ids are keys
+
+    def persistent_id(self, obj):
+        if not isinstance(obj, jax.Array) or _weak(obj):
+            return None
+        i = self._index.get(id(obj))
+        if i is None:
+            i = self._index[id(obj)] = len(self.arrays)
+            self.arrays.append(np.asarray(obj))
+            self._keep.append(obj)
+        return i
 
 
-def _on_device(host, moved: tuple):
-    """The value :func:`_on_host` took apart, its NumPy leaves back on the default device."""
-    leaves, treedef = jax.tree_util.tree_flatten(host)
-    if len(leaves) != len(moved):
-        raise ValueError(f"a stored value of {len(leaves)} leaves, marked for {len(moved)}")
-    idx = [i for i, m in enumerate(moved) if m]
-    for i, x in zip(idx, jax.device_put([leaves[i] for i in idx]), strict=True):
-        leaves[i] = x
-    return jax.tree_util.tree_unflatten(treedef, leaves)
+def _dumps(value) -> bytes:
+    """``value`` pickled with its JAX arrays apart, as NumPy arrays (see :func:`_loads`)."""
+    body = io.BytesIO()
+    pickler = _ArraysApart(body)
+    pickler.dump(value)
+    return pickle.dumps((pickler.arrays, body.getvalue()), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _loads(data: bytes):
+    """The value :func:`_dumps` wrote, its JAX arrays moved to the default device in one call
+    (read back one by one, Gait10dof18musc's static-optimization problem's 365 arrays took
+    0.07–0.09 s)."""
+    arrays, body = pickle.loads(data)
+    on_device = jax.device_put(arrays)
+    unpickler = pickle.Unpickler(io.BytesIO(body))
+    unpickler.persistent_load = on_device.__getitem__
+    return unpickler.load()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import types
 import warnings
 
 import equinox as eqx
@@ -208,12 +209,10 @@ def _builder(path, calls, warn=False):
             warnings.warn("left out: a Ligament", UserWarning, stacklevel=1)
         weak = jax.jit(lambda: 0.5)()  # a Python scalar's weak type
         assert weak.weak_type
-        return {
-            "k": jnp.asarray(np.array(float(len(path.read_text())))),
-            "names": ("a", "b"),
-            "host": np.arange(3.0),
-            "weak": weak,
-        }
+        k = jnp.asarray(np.array(float(len(path.read_text()))))
+        # a JAX array inside an object that is not a pytree (as an imported model's arrays)
+        return {"k": k, "names": ("a", "b"), "host": np.arange(3.0), "weak": weak,
+                "plain": types.SimpleNamespace(k=k)}  # fmt: skip
 
     return build
 
@@ -241,6 +240,7 @@ def test_stored_value_is_built_once_per_files_and_params(tmp_path):
         assert again[key].devices() == {jax.devices()[0]}
     assert again["weak"].weak_type and not again["k"].weak_type
     assert type(again["host"]) is np.ndarray
+    assert again["plain"].k is again["k"]  # one array, referenced twice, stays one
     np.testing.assert_array_equal(again["host"], first["host"])
     get(params=(2,))  # another parameter
     assert len(calls) == 2
