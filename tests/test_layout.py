@@ -12,6 +12,7 @@ an older checkout's ``jaxmb/`` to compare.
 from __future__ import annotations
 
 import ast
+import subprocess
 import sys
 from pathlib import Path
 
@@ -190,6 +191,17 @@ def test_layers_import_only_to_their_left():
 
 def test_imports_at_module_top():
     assert not SURVEY["function_imports"], "\n".join(SURVEY["function_imports"])
+
+
+def test_import_leaves_the_garbage_collector_as_it_found_it():
+    """``import jaxmb`` pauses Python's cyclic garbage collector while it runs (see its
+    ``__init__``) and leaves it enabled or disabled as it was."""
+    for before in ("gc.enable()", "gc.disable()"):
+        code = f"import gc; {before}; w = gc.isenabled(); import jaxmb; print(gc.isenabled(), w)"
+        run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             cwd=PACKAGE.parent, timeout=120, check=True)  # fmt: skip
+        out = run.stdout.split()
+        assert out == [str(before == "gc.enable()")] * 2
 
 
 def test_no_private_name_crosses_a_module():
