@@ -117,6 +117,7 @@ __all__ = [
     "stored_jit",
     "stored_program",
     "stored_programs",
+    "stored_program_future",
     "stored_value",
     "program_dir",
     "value_dir",
@@ -318,21 +319,35 @@ def stored_program(fn, *args, name: str, directory: str | Path | None = None):
     return StoredProgram(call, treedef)
 
 
+_POOL: concurrent.futures.ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def stored_program_future(
+    fn, *args, name: str, directory: str | Path | None = None
+) -> concurrent.futures.Future:
+    """:func:`stored_program` loaded (or traced and compiled) in a background thread; the
+    future's ``result()`` is the program. Loading a stored program and compiling one run in XLA
+    outside Python's lock, so the caller's own work goes on meanwhile: a warm ``jaxmb
+    static-optimization`` samples the trial's external loads while its paths program loads."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="jaxmb-program")
+    return _POOL.submit(stored_program, fn, *args, name=name, directory=directory)
+
+
 def stored_programs(*requests, directory: str | Path | None = None) -> list:
     """Several :func:`stored_program` at once: ``requests`` are ``(fn, args, name)`` tuples,
-    the result their programs in that order. They are loaded (or traced and compiled) in
-    threads: loading a stored program and compiling one run in XLA outside Python's lock, so
-    two programs take about the time of the larger one on two cores (a warm
-    ``jaxmb static-optimization`` loads two)."""
-
-    def one(request):
-        fn, args, name = request
-        return stored_program(fn, *args, name=name, directory=directory)
-
+    the result their programs in that order, loaded (or traced and compiled) side by side
+    (:func:`stored_program_future`): two programs take about the time of the larger one on two
+    cores."""
     if len(requests) < 2:
-        return [one(r) for r in requests]
-    with concurrent.futures.ThreadPoolExecutor(len(requests)) as pool:
-        return list(pool.map(one, requests))
+        return [stored_program(fn, *args, name=name, directory=directory)
+                for fn, args, name in requests]  # fmt: skip
+    futures = [stored_program_future(fn, *args, name=name, directory=directory)
+               for fn, args, name in requests]  # fmt: skip
+    return [f.result() for f in futures]
 
 
 def stored_jit(fn, *args, name: str, directory: str | Path | None = None):

@@ -26,7 +26,7 @@ from ...math.functions import as_array
 from ...muscles import lengths_and_moment_arms
 from ..motion import Storage, write_storage
 from ..osim import OsimImport, model_with_muscles, read_osim
-from ..stored_programs import stored_program, stored_programs, stored_value
+from ..stored_programs import stored_program, stored_program_future, stored_value
 from .actuators import actuator_loads, model_actuators, muscle_capacity, read_force_set
 from .coordinates import TrialCoordinates, trial_coordinates
 from .external_loads import read_external_loads, sample_external_loads
@@ -209,25 +209,26 @@ def run_static_optimization(
     keep = np.arange(coords.times.shape[0])[:: setup.step_interval]
     times = coords.times[keep]
     q, u, udot = coords.q[keep], coords.qd[keep], coords.qdd[keep]
+    # stored programs: a later run with this model and trial length traces nothing. The paths
+    # program needs only the model and the frames, so it loads (or compiles) while the external
+    # loads are sampled; the solve's, whose inputs include the loads and the paths' outputs (known
+    # by their shapes), loads beside it
+    t_start = _time.perf_counter()
+    nt, nm = q.shape[0], len(model.muscle_names)
+    paths_program = stored_program_future(trial_paths, model, q, name="trial_paths")
     loads = ()
     if setup.external_loads_file is not None:
         check_exists(setup.external_loads_file, "external_loads_file", setup.path)
         loads = sample_external_loads(read_external_loads(setup.external_loads_file), imp, times)
     say(f"compiling and solving {times.shape[0]} frames")
-    t_start = _time.perf_counter()
-    # stored programs: a later run with this model and trial length traces nothing; the two are
-    # loaded (or compiled) side by side, the solve's paths inputs known by their shapes
-    nt, nm = q.shape[0], len(model.muscle_names)
     dtype = jnp.result_type(q.dtype, float)
     paths_out = (
         jax.ShapeDtypeStruct((nt, nm), dtype),
         jax.ShapeDtypeStruct((nt, model.nq, nm), dtype),
     )
     solve_args = (model, prob, q, u, udot, loads)
-    paths, solve = stored_programs(
-        (trial_paths, (model, q), "trial_paths"),
-        (so_problem_solve, (*solve_args, *paths_out), "so_problem_solve"),
-    )
+    solve = stored_program(so_problem_solve, *solve_args, *paths_out, name="so_problem_solve")
+    paths = paths_program.result()
     L, R = paths(model, q)
     say("muscle paths done")
     if [(v.shape, v.dtype) for v in (L, R)] != [(v.shape, v.dtype) for v in paths_out]:
