@@ -195,13 +195,16 @@ def test_imports_at_module_top():
 
 def test_import_leaves_the_garbage_collector_as_it_found_it():
     """``import jaxmb`` pauses Python's cyclic garbage collector while it runs (see its
-    ``__init__``) and leaves it enabled or disabled as it was."""
-    for before in ("gc.enable()", "gc.disable()"):
-        code = f"import gc; {before}; w = gc.isenabled(); import jaxmb; print(gc.isenabled(), w)"
+    ``__init__``) and leaves it enabled or disabled as it was; it freezes nothing, and objects
+    frozen before it stay frozen (less those freed meanwhile)."""
+    for before in ("gc.enable()", "gc.disable()", "gc.freeze()"):
+        code = (f"import gc; {before}; print(int(gc.isenabled()), gc.get_freeze_count()); "
+                "import jaxmb; print(int(gc.isenabled()), gc.get_freeze_count())")  # fmt: skip
         run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                              cwd=PACKAGE.parent, timeout=120, check=True)  # fmt: skip
-        out = run.stdout.split()
-        assert out == [str(before == "gc.enable()")] * 2
+        (on0, frozen0), (on1, frozen1) = (map(int, ln.split()) for ln in run.stdout.splitlines())
+        assert on0 == on1 == (before != "gc.disable()")
+        assert frozen0 - 100 <= frozen1 <= frozen0 and (frozen1 > 0) == (before == "gc.freeze()")
 
 
 def test_no_private_name_crosses_a_module():
