@@ -301,6 +301,11 @@ def test_programs_of_shapes_are_compiled_and_loaded_side_by_side(cache_dir):
         _new_process()
         energy, kinetic = sp.stored_programs(*requests, directory=d)
     assert not TRACES  # the shapes' programs are the arrays' programs: nothing traced again
+    _new_process()  # one program started alone in the background: the stored one, loaded
+    pending = sp.stored_program_future(_kinetic, m, spec, name="kinetic", directory=d)
+    np.testing.assert_allclose(np.asarray(pending.result()(m, q)), np.asarray(want_k),
+                               rtol=1e-15, atol=1e-15)  # fmt: skip
+    assert not TRACES
     run(cache_dir, m, q)
     assert not TRACES and len(list(d.glob("*.xlaexec"))) == 2
     with pytest.raises(TypeError, match="structure"):
