@@ -300,6 +300,7 @@ def _per_pose(kernel, types, single):
 
 
 _KERNELS: dict = {}
+_TRACED_PER_KERNEL = 4  # argument shapes kept per kernel (a FIFO)
 
 
 def _traced_once(kernel, types, single):
@@ -324,6 +325,8 @@ def _traced_once(kernel, types, single):
             closed, shapes = jax.make_jaxpr(
                 lambda *leaves: fn(*jax.tree_util.tree_unflatten(tree, leaves)), return_shape=True
             )(*flat)
+            if len(traced) >= _TRACED_PER_KERNEL:  # the oldest goes: a process that builds many
+                traced.pop(next(iter(traced)))  # models keeps only the latest jaxprs alive
             traced[sig] = (closed, jax.tree_util.tree_structure(shapes))
         closed, out_tree = traced[sig]
         return jax.tree_util.tree_unflatten(

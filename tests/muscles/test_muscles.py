@@ -248,6 +248,32 @@ def test_lengths_and_moment_arms_from_one_pass():
         np.testing.assert_allclose(R, R_ref, rtol=1e-15, atol=0)
 
 
+def test_a_batch_of_poses_runs_the_wrap_code_as_often_as_one_pose(monkeypatch):
+    """Tracing ``jax.vmap`` of lengths_and_moment_arms runs the wrap shape's Python as often as
+    tracing one pose does: the pose-by-pose kernel is traced once, and the batch's loop replays
+    its jaxpr (it ran the kernel's Python a second time there, about a third of arm26's
+    lowering). The two paths have 9 and 10 points, a structure no other test traces."""
+    calls = []
+    segment = mu.WrapCylinder.wrap_segment
+    monkeypatch.setattr(mu.WrapCylinder, "wrap_segment",
+                        staticmethod(lambda *a: calls.append(1) or segment(*a)))  # fmt: skip
+
+    def traced(n_points, batch):
+        model, q, _ = _wrap_case(7, "cylinder")
+        mus = model.muscles.muscles[0]
+        start = np.asarray(mus.points[0].location)
+        via = [mu.PathPoint(-1, start + 1e-4 * k) for k in range(1, n_points - 1)]
+        path = (mus.points[0], *via, mus.points[-1])
+        model = mu.with_muscles(model, [mu.Muscle("m", path, mus.wraps)])
+        calls.clear()
+        f = lambda x: mu.lengths_and_moment_arms(model, x)  # noqa: E731
+        (jax.jit(jax.vmap(f)) if batch else jax.jit(f)).lower(jnp.stack([q, q]) if batch else q)
+        return len(calls)
+
+    one = traced(9, batch=False)
+    assert one >= 1 and traced(10, batch=True) == one
+
+
 def test_wrapped_paths_refuse_float32():
     """OpenSim's wrap iterations need float64: a float32 model with a wrapped muscle raises,
     naming the muscle and the wrap shape, instead of returning wrong lengths; an unwrapped
