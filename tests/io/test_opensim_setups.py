@@ -169,6 +169,28 @@ def test_a_stored_so_problem_is_the_fresh_one(tmp_path):
     assert got[0].path == fresh[0].path
 
 
+def test_a_stored_model_import_is_the_fresh_one(tmp_path):
+    """What a later inverse-kinematics or inverse-dynamics run loads instead of reading the .osim
+    again: the same model (structure, so the same stored program; arrays) and import details."""
+    model_file = GAIT / "subject01.osim"
+    fresh = read_osim(model_file)
+    for _ in range(2):  # built and stored, then loaded
+        got = stored_value(lambda: read_osim(model_file), name="osim_import",
+                           files=(model_file,), directory=tmp_path)  # fmt: skip
+    assert len(list(tmp_path.glob("osim_import-*.pkl"))) == 1
+    (want, want_tree), (have, have_tree) = (
+        jax.tree_util.tree_flatten(v.model) for v in (fresh, got)
+    )
+    with np.printoptions(threshold=10**9):
+        assert str(have_tree) == str(want_tree)
+    for h, w in zip(have, want, strict=True):
+        assert type(h) is type(w) and h.dtype == w.dtype
+        np.testing.assert_array_equal(np.asarray(h), np.asarray(w))
+    assert got.model.coordinate_names == fresh.model.coordinate_names
+    assert [c.name for c in got.coordinates] == [c.name for c in fresh.coordinates]
+    assert got.path == fresh.path and got.rotational == fresh.rotational
+
+
 @pytest.mark.slow
 def test_gait10dof_static_optimization_matches_opensim_46(tmp_path):
     run = run_static_optimization(GAIT / "walk_Setup_SO.xml", tmp_path)
