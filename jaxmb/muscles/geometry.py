@@ -326,7 +326,7 @@ def _traced_once(kernel, types, single):
                 lambda *leaves: fn(*jax.tree_util.tree_unflatten(tree, leaves)), return_shape=True
             )(*flat)
             if len(traced) >= _TRACED_PER_KERNEL:  # the oldest goes: a process that builds many
-                traced.pop(next(iter(traced)))  # models keeps only the latest jaxprs alive
+                traced.pop(next(iter(traced)), None)  # models keeps only the latest jaxprs
             traced[sig] = (closed, jax.tree_util.tree_structure(shapes))
         closed, out_tree = traced[sig]
         return jax.tree_util.tree_unflatten(
