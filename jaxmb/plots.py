@@ -459,17 +459,17 @@ def plot_trial_columns(
             draw.line(seg, fill=_C1, width=round(1.1 * S))
     fonts = {}
     font = lambda pt: fonts.get(pt) or fonts.setdefault(pt, _font(ImageFont, S * pt * 100 / 72))
-    for text, (x, y), pt, anchor in texts:
-        draw.text(px(x, y), text, font=font(pt), fill="black", anchor=anchor)
-    # legend (upper right) and the y label (rotated, left edge)
+    # legend (upper right): each name right of its line sample, placed by the name's width
     x = 1 - 0.02
     for name, color in reversed(list(zip(legend, (_C0, _C1), strict=False))):
         box = draw.textbbox(px(x, 1 - 0.1 / height), name, font=font(7), anchor="rm")
-        draw.text(px(x, 1 - 0.1 / height), name, font=font(7), fill="black", anchor="rm")
         ly = (box[1] + box[3]) / 2
         draw.line([(box[0] - 30 * S, ly), (box[0] - 6 * S, ly)], fill=color, width=round(1.3 * S))
-        texts.append((name, (x, 1 - 0.1 / height), 7, "rm"))  # for the returned list only
+        texts.append((name, (x, 1 - 0.1 / height), 7, "rm"))
         x -= (box[2] - box[0] + 45 * S) / (S * W)
+    for text, (x, y), pt, anchor in texts:
+        draw.text(px(x, y), text, font=font(pt), fill="black", anchor=anchor)
+    # the y label (rotated, left edge)
     label = Image.new("RGB", (S * H, S * 30), "white")
     ImageDraw.Draw(label).text((S * H / 2, S * 15), ylabel, font=font(9), fill="black", anchor="mm")
     img.paste(label.rotate(90, expand=True), (S * 4, 0))

@@ -11,11 +11,11 @@ import numpy as np
 
 from ...analyses import trial_inverse_dynamics
 from ..motion import Storage, write_storage
-from ..osim import OsimImport, read_osim
-from ..stored_programs import stored_jit, stored_value
+from ..osim import OsimImport
+from ..stored_programs import stored_jit
 from .coordinates import TrialCoordinates, trial_coordinates
 from .external_loads import read_external_loads, sample_external_loads
-from .tools import InverseDynamicsSetup, check_exists, read_inverse_dynamics_setup
+from .tools import InverseDynamicsSetup, check_exists, read_inverse_dynamics_setup, read_model
 from .xml import SetupError
 
 __all__ = ["InverseDynamicsRun", "generalized_force_labels", "run_inverse_dynamics"]
@@ -69,9 +69,7 @@ def run_inverse_dynamics(
     check_exists(setup.model_file, "model_file", setup.path)
     check_exists(setup.coordinates_file, "coordinates_file", setup.path)
     say(f"reading {setup.model_file.name}")
-    # kept for later runs with the same model file: an imported model is ~0.1–0.2 s of Python
-    imp = stored_value(lambda: read_osim(setup.model_file), name="osim_import",
-                       files=(setup.model_file,))  # fmt: skip
+    imp = read_model(setup.model_file)
     _check_excluded(setup, imp)
     coords = trial_coordinates(setup.coordinates_file, imp, setup.lowpass_cutoff, setup.time_range)
     loads = ()

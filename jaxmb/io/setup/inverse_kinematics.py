@@ -12,10 +12,10 @@ import numpy as np
 
 from ...analyses import InverseKinematicsResult, solve_inverse_kinematics
 from ..motion import MotionFileError, Storage, read_trc, write_storage
-from ..osim import OsimImport, read_osim
-from ..stored_programs import stored_jit, stored_value
+from ..osim import OsimImport
+from ..stored_programs import stored_jit
 from .coordinates import raw_coordinates
-from .tools import InverseKinematicsSetup, check_exists, read_inverse_kinematics_setup
+from .tools import InverseKinematicsSetup, check_exists, read_inverse_kinematics_setup, read_model
 from .xml import SetupError
 
 __all__ = ["InverseKinematicsRun", "run_inverse_kinematics", "ik_problem"]
@@ -135,9 +135,7 @@ def run_inverse_kinematics(setup_path, out=None, *, write: bool = True, progress
     check_exists(setup.model_file, "model_file", setup.path)
     check_exists(setup.marker_file, "marker_file", setup.path)
     say(f"reading {setup.model_file.name}")
-    # kept for later runs with the same model file: an imported model is ~0.1–0.2 s of Python
-    imp = stored_value(lambda: read_osim(setup.model_file), name="osim_import",
-                       files=(setup.model_file,))  # fmt: skip
+    imp = read_model(setup.model_file)
     times, names, bodies, points, meas, w, q0, lo, hi, free, cw, cv = ik_problem(setup, imp)
     say(f"compiling and solving {times.shape[0]} frames")
     t_start = _time.perf_counter()
