@@ -248,6 +248,26 @@ def test_lengths_and_moment_arms_from_one_pass():
         np.testing.assert_allclose(R, R_ref, rtol=1e-15, atol=0)
 
 
+@pytest.mark.parametrize("kind", ["cylinder", pytest.param("ellipsoid", marks=pytest.mark.slow)])
+def test_wrapped_moment_arms_by_forward_and_reverse_mode_agree(kind, monkeypatch):
+    """The two routes to a wrapped group's moment arms: forward mode over the path kernel (one
+    tangent lane per coordinate, the default up to FORWARD_MOMENT_ARMS_MAX_COORDINATES) and the
+    GMLAV's pulls from a reverse pass (Eq. 193 with the kernel's gradient, the route for more
+    coordinates) give the same lengths (1e-15 m) and moment arms (1e-13 relative), batched, at
+    the pose and near it (the wrap on and off)."""
+    model, q, _ = _wrap_case(11, kind)
+    qs = jnp.stack([q, q + 0.05, q - 0.1])
+    assert mu.geometry._forward_moment_arms(model, q)
+    f = lambda x: mu.lengths_and_moment_arms(model, x)  # noqa: E731
+    L_fwd, R_fwd = jax.jit(jax.vmap(f))(qs)
+    monkeypatch.setattr(mu.geometry, "FORWARD_MOMENT_ARMS_MAX_COORDINATES", 0)
+    assert not mu.geometry._forward_moment_arms(model, q)
+    L_rev, R_rev = jax.jit(jax.vmap(f))(qs)
+    assert float(jnp.abs(R_rev).max()) > 1e-3
+    np.testing.assert_allclose(L_fwd, L_rev, rtol=0, atol=1e-15)
+    assert _rel_err(R_fwd, R_rev) < 1e-13
+
+
 def test_a_batch_of_poses_runs_the_wrap_code_as_often_as_one_pose(monkeypatch):
     """Tracing ``jax.vmap`` of lengths_and_moment_arms runs the wrap shape's Python as often as
     tracing one pose does: the pose-by-pose kernel is traced once, and the batch's loop replays
@@ -325,11 +345,16 @@ def test_wrapped_paths_batch_with_exact_derivatives(batching, monkeypatch):
 
 
 @pytest.mark.slow  # compiles the kernel's Hessian and the reference's second derivatives (minutes)
-def test_wrapped_moment_arms_differentiate_forward_and_reverse():
-    """The moment arms of a wrapped path differentiated (the Hessian rule), forward and reverse
-    mode, under vmap, against forward-over-forward autodiff of the unrolled reference path
-    (1e-10 relative); the batched lengths and moment arms equal the per-pose program's (1e-15)."""
+@pytest.mark.parametrize("route", ["forward", "reverse"])
+def test_wrapped_moment_arms_differentiate_forward_and_reverse(route, monkeypatch):
+    """The moment arms of a wrapped path differentiated (the Hessian rules of both moment-arm
+    routes: forward mode over the kernel, the GMLAV's reverse pulls), forward and reverse mode,
+    under vmap, against forward-over-forward autodiff of the unrolled reference path (1e-10
+    relative); the batched lengths and moment arms equal the per-pose program's (1e-15)."""
+    if route == "reverse":
+        monkeypatch.setattr(mu.geometry, "FORWARD_MOMENT_ARMS_MAX_COORDINATES", 0)
     model, q, _ = _wrap_case(7, "cylinder")
+    assert mu.geometry._forward_moment_arms(model, q) == (route == "forward")
     qs = jnp.stack([q, q + 0.05, q - 0.1])
     reference_lengths = _reference_lengths(model)
     L, R = jax.jit(jax.vmap(lambda x: mu.lengths_and_moment_arms(model, x)))(qs)
