@@ -10,7 +10,7 @@ picks (run it on a GPU machine):
 2. ``paths``: ``jax.jit(jax.vmap(lambda q: mb.lengths_and_moment_arms(model, q)))`` on gait2354
    (54 muscles, no wrap objects) and arm26 (6 muscles over cylinders and ellipsoids), at the
    given batches, poses uniform within the coordinate ranges (clipped to ±π). Wrapped muscle
-   groups batch as ``--wrapped`` says (``jaxmb.muscles.geometry.WRAPPED_BATCHING`` set per row:
+   groups batch as ``--wrapped`` says (``jaxmb.muscles.wrapped_kernels.WRAPPED_BATCHING`` set per row:
    ``pose_by_pose``, a sequential loop inside the program, and/or ``vectorized``, every pose's
    wrap branches and loops across the batch; the rows say which).
 
@@ -50,7 +50,7 @@ from vmap_terms import cast
 
 import jaxmb as mb
 from jaxmb.models.chain import chain
-from jaxmb.muscles import geometry
+from jaxmb.muscles import wrapped_kernels
 
 ROOT = Path(__file__).resolve().parent.parent
 PATH_MODELS = {
@@ -202,13 +202,13 @@ def paths_rows(
     rows, save, models, batches, dtypes, repeats, ref, deadline, wrapped, probe, wrapped_dtypes
 ):
     f64 = {}
-    setting = geometry.WRAPPED_BATCHING
+    setting = wrapped_kernels.WRAPPED_BATCHING
     for name in models:
         base = mb.io.load_osim(PATH_MODELS[name])
         wraps = any(m.wraps for m in base.muscles.muscles)
         dts = [d for d in dtypes if d in wrapped_dtypes] if wraps else dtypes
         for dtype, how in [(d, w) for d in dts for w in (wrapped if wraps else wrapped[:1])]:
-            geometry.WRAPPED_BATCHING = how
+            wrapped_kernels.WRAPPED_BATCHING = how
             dt = getattr(jnp, dtype)
             model = base if dtype == "float64" else cast(base, dt)
             fn = jax.jit(jax.vmap(lambda q, m=model: mb.lengths_and_moment_arms(m, q)))
@@ -248,7 +248,7 @@ def paths_rows(
                       f"{row.get('rel_deviation_from_float64', 0.0):.1e}"
                       + (f", {row['time_over_opensim']:.4f}x OpenSim's single-core time"
                          if osim_t else ""), flush=True)  # fmt: skip
-    geometry.WRAPPED_BATCHING = setting
+    wrapped_kernels.WRAPPED_BATCHING = setting
 
 
 def plot(result, path):
