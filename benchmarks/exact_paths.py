@@ -16,11 +16,20 @@ sides compute the same paths). Poses are uniform over each coordinate's range cl
 
 Writes ``benchmarks/results/<name>.json``. Run one model per process when peak memory matters
 (``ru_maxrss`` is the process's peak so far).
+
+Before against after: ``--base TREE`` (another jaxmb checkout) compiles the same program at batch
+``--base-batch`` with that tree's jaxmb (a second process, ``PYTHONPATH=TREE``, which serializes
+its executable) and this tree's, loads both here and times them in turn with OpenSim's loop, for
+``--rounds`` rounds (a busy machine hits all three alike); their moment arms are compared. Both
+compile times are recorded.
+
+    python benchmarks/exact_paths.py --models arm26 --base ../base --batches 4096 --name NAME
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import time
 import warnings
@@ -83,6 +92,80 @@ def _opensim(path, names, muscle_names, poses, full):
     return (time.perf_counter() - t0) / len(poses), osim.__version__, mus.getSize(), L, R
 
 
+def _serialize(name, batch, out, span):
+    """(In the base tree's process) compile the benchmark's program at ``batch`` poses and write
+    the serialized executable and its compile seconds to ``out``."""
+    import pickle
+
+    from jax.experimental.serialize_executable import serialize
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        imp = mb.io.read_osim(MODELS[name])
+        model = mb.io.load_osim(MODELS[name])
+    qs = jnp.asarray(_poses(imp, model, batch, span))
+    t = time.perf_counter()
+    compiled = jax.jit(jax.vmap(lambda q: mb.lengths_and_moment_arms(model, q))).lower(qs).compile()
+    seconds = time.perf_counter() - t
+    Path(out).write_bytes(pickle.dumps((serialize(compiled), seconds, mb.__file__)))
+
+
+def _against_base(name, args, imp, model, f, poses, full):
+    """Time the base tree's program, this tree's and OpenSim's loop in turn (``--rounds``)."""
+    import pickle
+    import statistics
+    import subprocess
+    import sys
+    import tempfile
+
+    from jax.experimental.serialize_executable import deserialize_and_load
+
+    from jaxmb.io.stored_programs import _initialize_lapack
+
+    b = args.base_batch
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "base.pkl"
+        env = dict(os.environ, PYTHONPATH=str(Path(args.base).resolve()))
+        cmd = [sys.executable, __file__, "--serialize", str(out), "--models", name,
+               "--base-batch", str(b), "--span", str(args.span)]  # fmt: skip
+        subprocess.run(cmd, env=env, check=True)
+        stored, base_compile, base_file = pickle.loads(out.read_bytes())
+    _initialize_lapack()  # the base's program may call LAPACK, which a fresh process has not loaded
+    base = deserialize_and_load(*stored)
+    qs = jnp.asarray(poses[:b])
+    t = time.perf_counter()
+    this = f.lower(qs).compile()
+    this_compile = time.perf_counter() - t
+    dR = float(np.max(np.abs(np.asarray(base(qs)[1]) - np.asarray(this(qs)[1]))))
+    n = min(args.opensim_poses or 100, len(poses))
+    us = {"base": [], "this": [], "opensim": []}
+    for _ in range(args.rounds):
+        for key, fn in (("base", base), ("this", this)):
+            s = timeit_compiled(fn, qs, repeats=1, warmup=1)
+            us[key].append(s / b * 1e6)
+        t_os = _opensim(MODELS[name], model.coordinate_names, model.muscle_names, poses[:n], full)
+        us["opensim"].append(t_os[0] * 1e6)
+    med = {k: statistics.median(v) for k, v in us.items()}
+    print(f"{name} batch {b}, median of {args.rounds} rounds in turn: base {med['base']:.1f}, this "
+          f"{med['this']:.1f}, OpenSim {med['opensim']:.1f} us/pose; this/base "
+          f"{med['this'] / med['base']:.3f}, this/OpenSim {med['this'] / med['opensim']:.3f}; "
+          f"compile base {base_compile:.1f} s, this {this_compile:.1f} s; moment arms differ by "
+          f"{dR:.1e} m")  # fmt: skip
+    compile_s = dict(base=base_compile, this=this_compile)
+    return dict(base_tree=str(Path(args.base).resolve()), base_jaxmb=base_file, batch=b,
+                us_per_pose=us, median_us_per_pose=med, compile_seconds=compile_s,
+                max_abs_moment_arm_diff_m=dR)  # fmt: skip
+
+
+def _full_coordinates(imp, model, poses):
+    """(names, values (P, nfull)) of every OpenSim coordinate at each pose."""
+    jm = model.joint_map
+    if hasattr(jm, "full_coordinates"):  # an imported model: OpenSim's every coordinate
+        return ([c.name for c in imp.coordinates],
+                np.asarray(jax.vmap(jm.full_coordinates)(jnp.asarray(poses))))  # fmt: skip
+    return (list(model.coordinate_names), poses)
+
+
 def bench(name, args):
     path = MODELS[name]
     with warnings.catch_warnings():
@@ -108,12 +191,7 @@ def bench(name, args):
     if args.opensim_poses:
         n = min(args.opensim_poses, len(poses))
         names = model.muscle_names
-        jm = model.joint_map
-        if hasattr(jm, "full_coordinates"):  # an imported model: OpenSim's every coordinate
-            full = ([c.name for c in imp.coordinates],
-                    np.asarray(jax.vmap(jm.full_coordinates)(jnp.asarray(poses[:n]))))  # fmt: skip
-        else:
-            full = (list(model.coordinate_names), poses[:n])
+        full = _full_coordinates(imp, model, poses[:n])
         t_os, version, nm, L_os, R_os = _opensim(path, model.coordinate_names, names,
                                                  poses[:n], full)  # fmt: skip
         L, R = f(jnp.asarray(poses[:n]))
@@ -127,8 +205,14 @@ def bench(name, args):
               f"{out['opensim']['max_abs_moment_arm_diff_m']:.1e} m")  # fmt: skip
         for r in rows.values():
             r["ratio_jaxmb_over_opensim"] = r["us_per_pose"] / (t_os * 1e6)
-        print(f"{name} OpenSim {version}: {t_os * 1e6:.1f} us/pose; jaxmb / OpenSim at batch "
-              + ", ".join(f"{b}: {r['ratio_jaxmb_over_opensim']:.4f}" for b, r in rows.items()))
+        print(
+            f"{name} OpenSim {version}: {t_os * 1e6:.1f} us/pose; jaxmb / OpenSim at batch "
+            + ", ".join(f"{b}: {r['ratio_jaxmb_over_opensim']:.4f}" for b, r in rows.items())
+        )
+    if args.base:
+        n = min(args.opensim_poses or 100, len(poses))
+        full = _full_coordinates(imp, model, poses[:n])
+        out["against_base"] = _against_base(name, args, imp, model, f, poses, full)
     return out
 
 
@@ -140,7 +224,14 @@ def main():
     ap.add_argument("--span", type=float, default=0.5, help="pose range clip (rad or m)")
     ap.add_argument("--opensim-poses", type=int, default=100, help="0: skip OpenSim")
     ap.add_argument("--name", default="exact_paths")
+    ap.add_argument("--base", default=None, help="another jaxmb tree to time in turn with this one")
+    ap.add_argument("--base-batch", type=int, default=1024)
+    ap.add_argument("--rounds", type=int, default=8)
+    ap.add_argument("--serialize", default=None, help=argparse.SUPPRESS)  # the base's process
     args = ap.parse_args()
+    if args.serialize:
+        _serialize(args.models, args.base_batch, args.serialize, args.span)
+        return
     args.batches = [int(b) for b in args.batches.split(",")]
     results = [bench(m, args) for m in args.models.split(",")]
     save_results(args.name, {"meta": metadata(precision="float64"), "models": results})
