@@ -76,6 +76,19 @@ def test_second_process_runs_the_stored_program_without_tracing(cache_dir):
             np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-15, atol=1e-15)
 
 
+def test_a_stored_program_keeps_no_operation_names(cache_dir):
+    """A stored program is compiled without its source locations and operation names (most of a
+    large program's bytes, parsed on every load): the file holds no name-stack entry such as
+    ``jit(flat)/sin``, and its numbers are jax.jit's."""
+    m = _Springs(jnp.array([1.0, 2.0, 3.0]), (2, 0, 1))
+    q = np.random.default_rng(1).normal(size=(4, 3))
+    got = run(cache_dir, m, q)
+    (f,) = (cache_dir / "p").glob("energy-*.xlaexec")
+    assert b"jit(flat)/" not in f.read_bytes()
+    for g, w in zip(got, jax.jit(_energy)(m, q), strict=True):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-15, atol=1e-15)
+
+
 def test_structure_or_shape_change_makes_a_new_program(cache_dir):
     m = _Springs(jnp.array([1.0, 2.0, 3.0]), (2, 0, 1))
     q = np.ones((4, 3))
