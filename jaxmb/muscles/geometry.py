@@ -10,13 +10,12 @@ objects, ``lax.map`` with them). The GMLAV gradient is mapped the same way.
 
 Batching over poses: ``jax.jit(jax.vmap(...))`` is the route. Paths without wrap objects vectorize
 over the batch. Wrapped paths branch (OpenSim's wrap choices, early-exit loops); how they batch is
-:data:`~jaxmb.muscles.wrapped_kernels.WRAPPED_BATCHING`: on a
-CPU they run pose by pose inside the batched program
-(``jax.custom_batching.sequential_vmap``: under a plain vmap every branch would run for every pose
-and every loop until the slowest pose converged), on an accelerator they vectorize (branches and
-loops over the whole batch: sequential poses would leave the device idle). Either way their first
-and second derivatives, forward and reverse mode, come from custom JVP rules that contract the
-kernel's own gradient and Hessian with the tangents.
+:data:`~jaxmb.muscles.wrapped_kernels.WRAPPED_BATCHING`: on a CPU they run pose by pose inside the
+batched program (``jax.custom_batching.sequential_vmap``: under a plain vmap every branch would
+run for every pose and every loop until the slowest pose converged), on an accelerator they
+vectorize (branches and loops over the whole batch: sequential poses would leave the device idle).
+Either way their first and second derivatives, forward and reverse mode, come from custom JVP
+rules that contract the kernel's own gradient and Hessian with the tangents.
 
 Moment arms (the seed's closed form). Every straight segment between consecutive active points on
 *different* bodies pulls its first point along the unit vector e and its last point along −e. The
