@@ -405,11 +405,12 @@ CHUNK_MUSCLE_POSES = 8192
 #: Wrapped muscles' moment arms: forward mode over the path kernel (one tangent lane per
 #: coordinate, :func:`_wrapped_columns`) for models with at most this many coordinates, else the
 #: GMLAV's reverse-mode pulls (one reverse pass whatever the coordinates). Measured against the
-#: reverse route, ``jax.jit(jax.vmap(lengths_and_moment_arms))`` at 256 poses (two busy cores):
-#: arm26 (2 coordinates) 10 % less time per pose, 57k HLO instructions instead of 83k;
-#: MoBL-ARMS (7) the same time per pose, lowering plus compile 82 s instead of 165 s;
-#: Rajagopal 2016 (29) 1.56× the time per pose (24.8 against 15.9 ms), compile 48 s against 72 s.
-FORWARD_MOMENT_ARMS_MAX_COORDINATES = 8
+#: reverse route, ``jax.jit(jax.vmap(lengths_and_moment_arms))`` (``benchmarks/exact_paths.py
+#: --base``, in turn in one process): arm26 (2 coordinates) 0.77× the time per pose at batch
+#: 1024, lowering plus compile 31 s against 47 s (57k HLO instructions instead of 83k);
+#: MoBL-ARMS (7) 1.10× the time per pose at batch 16, 97 s against 100 s; Rajagopal 2016 (29)
+#: 1.56× (24.8 against 15.9 ms at batch 256, busy cores). The two ends cross near 5.
+FORWARD_MOMENT_ARMS_MAX_COORDINATES = 5
 
 
 def lengths_and_moment_arms(
