@@ -30,7 +30,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import pickle
 import resource
+import statistics
+import subprocess
+import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -39,8 +44,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from _common import metadata, save_results, timeit_compiled
+from jax.experimental.serialize_executable import deserialize_and_load, serialize
 
 import jaxmb as mb
+from jaxmb.io.stored_programs import _initialize_lapack
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = {
@@ -95,10 +102,6 @@ def _opensim(path, names, muscle_names, poses, full):
 def _serialize(name, batch, out, span):
     """(In the base tree's process) compile the benchmark's program at ``batch`` poses and write
     the serialized executable and its compile seconds to ``out``."""
-    import pickle
-
-    from jax.experimental.serialize_executable import serialize
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         imp = mb.io.read_osim(MODELS[name])
@@ -110,18 +113,8 @@ def _serialize(name, batch, out, span):
     Path(out).write_bytes(pickle.dumps((serialize(compiled), seconds, mb.__file__)))
 
 
-def _against_base(name, args, imp, model, f, poses, full):
+def _against_base(name, args, model, f, poses, full):
     """Time the base tree's program, this tree's and OpenSim's loop in turn (``--rounds``)."""
-    import pickle
-    import statistics
-    import subprocess
-    import sys
-    import tempfile
-
-    from jax.experimental.serialize_executable import deserialize_and_load
-
-    from jaxmb.io.stored_programs import _initialize_lapack
-
     b = args.base_batch
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "base.pkl"
@@ -138,7 +131,7 @@ def _against_base(name, args, imp, model, f, poses, full):
     this = f.lower(qs).compile()
     this_compile = time.perf_counter() - t
     dR = float(np.max(np.abs(np.asarray(base(qs)[1]) - np.asarray(this(qs)[1]))))
-    n = min(args.opensim_poses or 100, len(poses))
+    n = len(full[1])  # the poses OpenSim's coordinates were set for
     us = {"base": [], "this": [], "opensim": []}
     for _ in range(args.rounds):
         for key, fn in (("base", base), ("this", this)):
@@ -189,10 +182,11 @@ def bench(name, args):
         print(f"{name} batch {b}: {s / b * 1e6:.2f} us/pose, compile {c:.1f} s, temp "
               f"{temp / 1e9:.2f} GB, peak RSS so far {rss / 1e9:.2f} GB", flush=True)  # fmt: skip
     out = dict(model=name, muscles=len(model.muscles.muscles), coordinates=model.nq, jaxmb=rows)
-    if args.opensim_poses:
-        n = min(args.opensim_poses, len(poses))
-        names = model.muscle_names
+    n = min(args.opensim_poses or 100, len(poses))  # OpenSim's poses (100 with --base alone)
+    if args.opensim_poses or args.base:
         full = _full_coordinates(imp, model, poses[:n])
+    if args.opensim_poses:
+        names = model.muscle_names
         t_os, version, nm, L_os, R_os = _opensim(path, model.coordinate_names, names,
                                                  poses[:n], full)  # fmt: skip
         L, R = f(jnp.asarray(poses[:n]))
@@ -211,9 +205,7 @@ def bench(name, args):
             + ", ".join(f"{b}: {r['ratio_jaxmb_over_opensim']:.4f}" for b, r in rows.items())
         )
     if args.base:
-        n = min(args.opensim_poses or 100, len(poses))
-        full = _full_coordinates(imp, model, poses[:n])
-        out["against_base"] = _against_base(name, args, imp, model, f, poses, full)
+        out["against_base"] = _against_base(name, args, model, f, poses, full)
     return out
 
 

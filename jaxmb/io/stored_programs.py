@@ -266,7 +266,10 @@ def _without_debug_info(lowered) -> None:
     """Drop the source locations and operation names (``op_name`` metadata) from ``lowered``'s
     module before it is compiled. They are most of a stored program's bytes (each HLO instruction
     carries its full name stack), and loading parses them: arm26's batched path lengths, 27,000
-    instructions, 6.8 → 3.7 MB and 0.87 → 0.74 s to load. The program's operations are unchanged.
+    instructions, 6.8 → 3.7 MB and 0.87 → 0.74 s to load; its static-optimization solve 0.38 →
+    0.17 s. A large program's load time follows its instruction count more than its bytes
+    (arm26's trial paths, 16.9 → 7.9 MB, loaded in about the same time). The program's
+    operations are unchanged.
     Where this JAX hands out a copy of the module, or lacks the MLIR pass, nothing is dropped."""
     if passmanager is None:
         return

@@ -438,7 +438,7 @@ def lengths_and_moment_arms(
     return chunked_vmap(one, chunk)(dyn, jnp.asarray(q))
 
 
-def _forward_moment_arms(model: Model, q) -> bool:
+def _forward_moment_arms(model: Model) -> bool:
     """Whether the wrapped groups' moment arms come from forward mode (:func:`_wrapped_columns`)
     rather than the GMLAV's reverse-mode pulls: with few coordinates, see
     :data:`FORWARD_MOMENT_ARMS_MAX_COORDINATES`."""
@@ -453,14 +453,14 @@ def _wrapped_columns(model: Model, q):
     pushed through OpenSim's wrapping in one pass."""
     nm = len(_muscle_set(model).muscles)
 
-    def inputs(q):
+    def inputs(q):  # the kernels' differentiable inputs, and the groups themselves (aux)
         kin = kinematics(model, q, second_order=False)
         groups = _groups(model, _poses_ext(model, kin.A), q, wrapped=True)
-        return groups, [(g.X, g.slots.R, g.slots.p) for g in groups]
+        return [(g.X, g.slots.R, g.slots.p) for g in groups], groups
 
-    groups, _ = inputs(q)
     lanes = jnp.eye(model.nq, dtype=q.dtype)
-    tangents = jax.vmap(lambda e: jax.jvp(lambda q: inputs(q)[1], (q,), (e,))[1])(lanes)
+    push = lambda e: jax.jvp(inputs, (q,), (e,), has_aux=True)  # noqa: E731
+    _, tangents, groups = jax.vmap(push, out_axes=(None, 0, None))(lanes)
     L = jnp.zeros(nm, q.dtype)
     R = jnp.zeros((model.nq, nm), q.dtype)
     for g, (TX, TR, Tp) in zip(groups, tangents, strict=True):
@@ -479,7 +479,7 @@ def _lengths_and_moment_arms(model: Model, q, method: str):
     ms = _muscle_set(model)
     kin = kinematics(model, q, second_order=False)
     gamma, beta = moment_arm_terms(model, kin)
-    forward = _forward_moment_arms(model, q)
+    forward = _forward_moment_arms(model)
     E, Eh, R_mov, L = _gmlav(model, q, kin, wrapped=False if forward else None)
     rev = jnp.asarray(model.is_revolute, dtype=kin.J.dtype)
     if method == "dense":

@@ -26,7 +26,6 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array
 
 from .path_kernel import path_kernel
 
@@ -62,18 +61,11 @@ def _per_muscle_pulls(types, single, X, active, slots):
     return jax.lax.map(one, (X, active, slots))
 
 
-def _flat_inputs(X, slots):
-    """The differentiable kernel inputs of each muscle as one vector (G, 3N + 15W)."""
-    G = X.shape[0]
-    return jnp.concatenate(
-        [
-            X.reshape(G, -1),
-            slots.R.reshape(G, -1),
-            slots.p.reshape(G, -1),
-            slots.size.reshape(G, -1),
-        ],
-        axis=1,
-    )
+def _flat_inputs(X, R, p, size, lead: int = 1):
+    """The differentiable kernel inputs of each muscle, points X (…, N, 3), wrap axes R
+    (…, W, 3, 3), origins p (…, W, 3) and sizes (…, W, 3), as one vector (…, 3N + 15W) after the
+    ``lead`` leading axes."""
+    return jnp.concatenate([a.reshape(a.shape[:lead] + (-1,)) for a in (X, R, p, size)], axis=-1)
 
 
 def _unflatten(z, X, slots):
@@ -89,7 +81,7 @@ def _unflatten(z, X, slots):
 
 def _per_muscle_hessians(types, single, X, active, slots):
     """(L (G,), ∇L (G, n), ∇²L (G, n, n)) over the flat inputs of :func:`_flat_inputs`."""
-    z = _flat_inputs(X, slots)
+    z = _flat_inputs(X, slots.R, slots.p, slots.size)
 
     def one(a):
         z, X, active, s = a
@@ -213,7 +205,7 @@ def _wrapped_pulls_jvp(types, single, primals, tangents):
     X, active, slots = primals
     dX, _, ds = tangents
     L, g, H = _per_pose(_per_muscle_hessians, types, single)(X, active, slots)
-    dz = _flat_inputs(dX, ds)
+    dz = _flat_inputs(dX, ds.R, ds.p, ds.size)
     dgrads = _unflatten(jnp.einsum("gij,gj->gi", H, dz), X, slots)
     return (L, _unflatten(g, X, slots)), (jnp.sum(g * dz, axis=1), dgrads)
 
@@ -246,24 +238,10 @@ def _wrapped_pushforward_jvp(types, single, primals, tangents):
     X, active, slots, TX, TR, Tp = primals
     dX, _, ds, dTX, dTR, dTp = tangents
     L, g, H = _per_pose(_per_muscle_hessians, types, single)(X, active, slots)
-    G, k = TX.shape[:2]
-
-    def flat(tx, tr, tp):  # tangent lanes (G, k, …) as flat kernel inputs (G, k, n), sizes held
-        lanes = lambda a: jnp.swapaxes(a, 0, 1).reshape((k * G,) + a.shape[2:])  # noqa: E731
-        size = jnp.zeros((k * G,) + tp.shape[2:], tp.dtype)
-        z = _flat_inputs(lanes(tx), _TangentSlots(lanes(tr), lanes(tp), size))
-        return jnp.swapaxes(z.reshape(k, G, -1), 0, 1)
-
-    T, dT = flat(TX, TR, Tp), flat(dTX, dTR, dTp)
-    dz = _flat_inputs(dX, ds)
+    # the tangent lanes as flat kernel inputs (G, k, n), the sizes held (zero tangents)
+    T = _flat_inputs(TX, TR, Tp, jnp.zeros_like(Tp), lead=2)
+    dT = _flat_inputs(dTX, dTR, dTp, jnp.zeros_like(dTp), lead=2)
+    dz = _flat_inputs(dX, ds.R, ds.p, ds.size)
     D = jnp.einsum("gn,gkn->gk", g, T)
     dD = jnp.einsum("gn,gkn->gk", g, dT) + jnp.einsum("gkn,gnm,gm->gk", T, H, dz)
     return (L, D), (jnp.sum(g * dz, axis=1), dD)
-
-
-class _TangentSlots(eqx.Module):
-    """The wrap-frame fields :func:`_flat_inputs` reads, for tangent lanes."""
-
-    R: Array
-    p: Array
-    size: Array
