@@ -211,6 +211,32 @@ def test_codes_and_no_wrap():
     assert int(wr.cylinder_wrap_line(p, q, 0.5, jnp.inf, None)[0]) == wr.MANDATORY_WRAP
 
 
+@pytest.mark.parametrize("single", [True, False], ids=["one-object", "two-objects"])
+def test_first_mandatory_segment_is_wrapped(single):
+    """Both segments of a three-point path cross the cylinder: OpenSim's applyWrapObjects takes the
+    first (and stops looking), so the second stays straight through it. The length is the first
+    segment's wrap, by the cylinder algorithm alone, plus the straight second segment. With a
+    second object (a far sphere that never wraps) the multi-object branch runs."""
+    cyl = mu.WrapCylinder(-1, (0, 0, 0), np.eye(3), 0.5)
+    wraps = (mu.PathWrap(cyl),)
+    if not single:
+        wraps += (mu.PathWrap(mu.WrapSphere(-1, (9.0, 9.0, 9.0), np.eye(3), 0.1)),)
+    X = jnp.asarray([[1.0, 1.0, 0.0], [-1.0, -0.05, 0.2], [1.2, -0.3, 0.4]])
+    points = tuple(mu.PathPoint(-1, x) for x in np.asarray(X))
+    mus = mu.Muscle("m", points, wraps)
+    frames = [(jnp.eye(3), jnp.asarray(w.wrap.translation, float)) for w in wraps]
+    length, path = wrapped_path(mus, X, jnp.ones(3, bool), frames)
+    for a, b in ((X[0], X[1]), (X[1], X[2])):
+        assert int(wr.cylinder_wrap_line(a, b, 0.5, jnp.inf, None, single)[0]) == wr.MANDATORY_WRAP
+    _, r1, r2, arc = wr.cylinder_wrap_line(X[0], X[1], 0.5, jnp.inf, None, single)
+    expect = (
+        jnp.linalg.norm(X[0] - r1) + arc + jnp.linalg.norm(r2 - X[1]) + jnp.linalg.norm(X[2] - X[1])
+    )
+    assert abs(float(length) - float(expect)) < 1e-14
+    # the tangent points sit between the first two points
+    assert float(path.key[0]) < float(path.key[3]) < float(path.key[4]) < float(path.key[1])
+
+
 def test_pathwrap_range_and_segment():
     w = mu.WrapSphere(0, (0, 0, 0), np.eye(3), 0.1)
     assert (mu.PathWrap(w).start, mu.PathWrap(w).end) == (0, -1)

@@ -142,10 +142,14 @@ def iterate_jvp(iterate):
             args = list(primals)
             for i, x in zip(diff, xs, strict=True):
                 args[i] = x
-            return iterate(*args)
+            out = iterate(*args)
+            return out, out
 
-        out = iterate(*primals)
-        J = jax.jacfwd(of_diff, argnums=tuple(range(len(diff))))(*(primals[i] for i in diff))
+        # the primal comes out of the Jacobian's own pass (its unbatched primal lane), not from
+        # a second run of the loop
+        J, out = jax.jacfwd(of_diff, argnums=tuple(range(len(diff))), has_aux=True)(
+            *(primals[i] for i in diff)
+        )
 
         def contract(_, Jo):
             return sum(

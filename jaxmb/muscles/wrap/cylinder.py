@@ -93,10 +93,11 @@ def _adjust_tangent(pt, r, w):
     return jnp.where(adjust, r + 1.5 * (on_axis_line - r), r), adjust
 
 
-def _slide_iterate(p1, p2, r1, r2, radius, long_wrap):
+def _slide_iterate(p1, p2, r1, r2, radius, long_wrap, slide):
     """OpenSim 4.6's multi-object tangency loop (WrapCylinder::wrapLine): each tangent point slides
     by 1.5x toward the line through its path point and the helix's first (last) 2 mm sample until
-    both are within 0.1 deg of tangency, at most 100 times. An early-exit while loop."""
+    both are within 0.1 deg of tangency, at most 100 times. An early-exit while loop; ``slide``
+    (bool) False returns r1, r2 unchanged (no pass: under ``vmap`` such lanes cost no passes)."""
     sense = jnp.where(long_wrap, -1.0, 1.0)
 
     def body(state):
@@ -114,7 +115,7 @@ def _slide_iterate(p1, p2, r1, r2, radius, long_wrap):
         go = (n >= 2) & (adj1 | adj2)
         return jnp.where(go, b1, a1), jnp.where(go, b2, a2), go, k + 1
 
-    init = (r1, r2, jnp.asarray(True), jnp.asarray(0))
+    init = (r1, r2, jnp.asarray(slide), jnp.asarray(0))
     r1, r2, _, _ = jax.lax.while_loop(lambda s: s[2] & (s[3] < _MAX_ADJUST), body, init)
     return r1, r2
 
@@ -122,7 +123,7 @@ def _slide_iterate(p1, p2, r1, r2, radius, long_wrap):
 _slide_tangents = iterate_jvp(_slide_iterate)
 
 
-def cylinder_wrap_line(p1, p2, radius, length, quadrant, single=True):
+def cylinder_wrap_line(p1, p2, radius, length, quadrant, single=True, slide_where=None):
     """OpenSim's WrapCylinder::wrapLine for the cylinder x² + y² = radius² along z, |z| ≤ length/2.
 
     Args:
@@ -130,6 +131,9 @@ def cylinder_wrap_line(p1, p2, radius, length, quadrant, single=True):
         quadrant: ``None`` ("all") or ``(axis, sign)``, both possibly traced, ``sign == 0`` for
             "all". single: True when the path has only this wrap object (static; OpenSim 4.6 then
             skips the tangent-point sliding iteration).
+        slide_where: with ``single`` False, slide only where the code is this one (None: always,
+            as OpenSim does; a screen that reads tangent points only where the code is WRAPPED
+            passes WRAPPED).
     Returns:
         (code, r1 (3,), r2 (3,), wrap_length (m)).
     """
@@ -219,12 +223,13 @@ def cylinder_wrap_line(p1, p2, radius, length, quadrant, single=True):
     r2 = jnp.where(hit2 & ((c2p - z1) ** 2 < (z2 - z1) ** 2), r2p, r2)
 
     beyond = ((r1[2] < -half) | (r1[2] > half)) & ((r2[2] < -half) | (r2[2] > half))
+    code = jnp.where(inside, INSIDE_RADIUS, jnp.where(beyond, NO_WRAP, code))
 
     if not single:
-        r1, r2 = _slide_tangents(p1, p2, r1, r2, jnp.asarray(r, p1.dtype), long_wrap)
+        slide = jnp.asarray(True) if slide_where is None else code == slide_where
+        r1, r2 = _slide_tangents(p1, p2, r1, r2, jnp.asarray(r, p1.dtype), long_wrap, slide)
 
     wrap_len = _spiral(r1, r2, r, long_wrap)[-1]
-    code = jnp.where(inside, INSIDE_RADIUS, jnp.where(beyond, NO_WRAP, code))
     return code, r1, r2, wrap_len
 
 
@@ -262,11 +267,4 @@ class WrapCylinder(AbstractWrapObject):
     def screen_segment(cls, p1, p2, size, axis, sign, single):
         # the code does not depend on OpenSim's multi-object tangent sliding, and the choice reads
         # tangent points and length only where the code is WRAPPED: slide only there
-        first = cylinder_wrap_line(p1, p2, size[0], size[1], (axis, sign), True)
-        if single:
-            return first
-        return jax.lax.cond(
-            first[0] == WRAPPED,
-            lambda: cylinder_wrap_line(p1, p2, size[0], size[1], (axis, sign), False),
-            lambda: first,
-        )
+        return cylinder_wrap_line(p1, p2, size[0], size[1], (axis, sign), single, WRAPPED)
