@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .path_kernel import path_kernel
+from .wrap.common import forward_only
 
 __all__ = [
     "WRAPPED_BATCHING",
@@ -221,7 +222,9 @@ def _per_muscle_pushforwards(types, single, X, active, slots, TX, TR, Tp):
         push = lambda *t: jax.jvp(f, (X, s.R, s.p), t)  # noqa: E731
         return jax.vmap(push, out_axes=(None, 0))(tX, tR, tp)
 
-    return jax.lax.map(one, (X, active, slots, TX, TR, Tp))
+    # evaluated forward only: its derivatives come from wrapped_pushforward's rule
+    with forward_only():
+        return jax.lax.map(one, (X, active, slots, TX, TR, Tp))
 
 
 @partial(jax.custom_jvp, nondiff_argnums=(0, 1))
