@@ -20,6 +20,7 @@ from jaxmb import muscles as mu
 from jaxmb.models.arm26 import body_fixed_xyz
 from jaxmb.muscles import wrap as wr
 from jaxmb.muscles.path_kernel import wrapped_path
+from jaxmb.muscles.wrap.common import forward_only
 from jaxmb.muscles.wrap.torus import circle_parameter, circle_residual
 
 REF = json.loads(
@@ -209,6 +210,26 @@ def test_codes_and_no_wrap():
     assert int(wr.sphere_wrap_line(p_in, s, 0.5, None)[0]) == wr.INSIDE_RADIUS
     q = jnp.asarray([-1.0, -0.05, 0.2])
     assert int(wr.cylinder_wrap_line(p, q, 0.5, jnp.inf, None)[0]) == wr.MANDATORY_WRAP
+
+
+def test_forward_only_tracing_gives_the_same_derivatives():
+    """Traced under ``forward_only()`` an iteration's primal comes from its Jacobian pass instead of
+    a loop of its own: the ellipsoid's surface length (its tangent-point and nearest-point
+    iterations) and its derivative along a tangent are the same bit for bit, and so are the
+    multi-object cylinder's (its sliding iteration)."""
+    p1, p2 = jnp.asarray([0.9, 0.35, 0.2]), jnp.asarray([-0.8, 0.3, -0.25])
+    d1, d2 = jnp.asarray([0.3, -0.2, 0.5]), jnp.asarray([-0.1, 0.4, 0.2])
+    shapes = (
+        lambda a, b: wr.ellipsoid_wrap_line(a, b, jnp.asarray([0.6, 0.4, 0.5]), (2, 1.0))[3],
+        lambda a, b: wr.cylinder_wrap_line(a, b, 0.4, jnp.inf, None, False)[3],
+    )
+    for length in shapes:
+        push = jax.jit(lambda a, b, length=length: jax.jvp(length, (a, b), (d1, d2)))
+        plain = push(p1, p2)
+        with forward_only():
+            traced = jax.jit(lambda a, b, length=length: jax.jvp(length, (a, b), (d1, d2)))(p1, p2)
+        assert float(plain[0]) > 0.05 and float(plain[1]) != 0.0  # it wraps (surface length)
+        assert float(plain[0]) == float(traced[0]) and float(plain[1]) == float(traced[1])
 
 
 @pytest.mark.parametrize("single", [True, False], ids=["one-object", "two-objects"])
