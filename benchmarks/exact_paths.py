@@ -99,16 +99,26 @@ def _opensim(path, names, muscle_names, poses, full):
     return (time.perf_counter() - t0) / len(poses), osim.__version__, mus.getSize(), L, R
 
 
+def _load(name):
+    """(OpenSim import, jaxmb model) of a benchmark model; muscles left out are named in the JSON
+    instead of warned about."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return mb.io.read_osim(MODELS[name]), mb.io.load_osim(MODELS[name])
+
+
+def _program(model):
+    """The benchmarked program: lengths and moment arms, jit of vmap over poses."""
+    return jax.jit(jax.vmap(lambda q: mb.lengths_and_moment_arms(model, q)))
+
+
 def _serialize(name, batch, out, span):
     """(In the base tree's process) compile the benchmark's program at ``batch`` poses and write
     the serialized executable and its compile seconds to ``out``."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        imp = mb.io.read_osim(MODELS[name])
-        model = mb.io.load_osim(MODELS[name])
+    imp, model = _load(name)
     qs = jnp.asarray(_poses(imp, model, batch, span))
     t = time.perf_counter()
-    compiled = jax.jit(jax.vmap(lambda q: mb.lengths_and_moment_arms(model, q))).lower(qs).compile()
+    compiled = _program(model).lower(qs).compile()
     seconds = time.perf_counter() - t
     Path(out).write_bytes(pickle.dumps((serialize(compiled), seconds, mb.__file__)))
 
@@ -162,12 +172,9 @@ def _full_coordinates(imp, model, poses):
 
 def bench(name, args):
     path = MODELS[name]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # muscles left out are named in the JSON instead
-        imp = mb.io.read_osim(path)
-        model = mb.io.load_osim(path)
+    imp, model = _load(name)
     poses = _poses(imp, model, max(args.batches), args.span)
-    f = jax.jit(jax.vmap(lambda q: mb.lengths_and_moment_arms(model, q)))
+    f = _program(model)
     rows = {}
     for b in args.batches:
         qs = jnp.asarray(poses[:b])

@@ -144,14 +144,25 @@ def apply_wrap(path, w, wrap_line, Rg, pg, start, end, active, owner, n, screen_
     result = jnp.where(any_mand, MANDATORY_WRAP, jnp.where(jnp.any(cand), code[last], 0))
     # the kept wrap once more, differentiably: the same inputs give the same values, and the
     # derivatives (forward and reverse) flow through this one wrap per slot and pass only
-    _, r1b, r2b, wlb = _wrap_candidates(wrap_line, found[None], aw[best][None], bw[best][None])
+    _, r1b, r2b, wlb = _kept_wrap(wrap_line, found, aw[best], bw[best])
     k0, k1 = skey[best], skey[best + 1]
     i1, i2 = n + 2 * w, n + 2 * w + 1
     key = path.key.at[i1].set(jnp.where(found, k0 + (k1 - k0) / 3.0, jnp.inf))
     key = key.at[i2].set(jnp.where(found, k0 + 2.0 * (k1 - k0) / 3.0, jnp.inf))
-    pos = path.pos.at[i1].set(r1b[0] @ Rg.T + pg).at[i2].set(r2b[0] @ Rg.T + pg)
-    wlen = path.wlen.at[w].set(jnp.where(found, wlb[0], 0.0))
+    pos = path.pos.at[i1].set(r1b @ Rg.T + pg).at[i2].set(r2b @ Rg.T + pg)
+    wlen = path.wlen.at[w].set(jnp.where(found, wlb, 0.0))
     return Path(key, pos, wlen, path.gpos, path.gval), result
+
+
+def _no_wrap(line, a, b):
+    """What ``line`` returns for a segment it does not wrap: (NO_WRAP, a, b, 0), its dtypes."""
+    code, r1, r2, wl = jax.eval_shape(line, a, b)
+    return (
+        jnp.full(code.shape, NO_WRAP, code.dtype),
+        a.astype(r1.dtype),
+        b.astype(r2.dtype),
+        jnp.zeros(wl.shape, wl.dtype),
+    )
 
 
 def _screen_candidates(screen_line, cand, aw, bw):
@@ -163,29 +174,18 @@ def _screen_candidates(screen_line, cand, aw, bw):
     under ``vmap`` over the segments, fewer but larger operations, it ran 1.2x slower on arm26);
     under ``vmap`` over poses it runs until every pose has stopped. Not differentiable (the
     caller stops the gradients)."""
-    line = jax.checkpoint(screen_line)
     m = cand.shape[0]
     stop = jnp.where(jnp.any(cand), m - jnp.argmax(cand[::-1]), 0)  # one past the last candidate
-    code0, r10, r20, wl0 = jax.eval_shape(line, aw[0], bw[0])
-    init = (
-        jnp.argmax(cand),
-        jnp.full((m,) + code0.shape, NO_WRAP, code0.dtype),
-        aw.astype(r10.dtype),
-        bw.astype(r20.dtype),
-        jnp.zeros((m,) + wl0.shape, wl0.dtype),
-        jnp.asarray(False),
-    )
-
-    def skip(a, b):
-        return jnp.full(code0.shape, NO_WRAP, code0.dtype), a, b, jnp.zeros(wl0.shape, wl0.dtype)
+    init = (jnp.argmax(cand), *jax.vmap(lambda a, b: _no_wrap(screen_line, a, b))(aw, bw), False)
 
     def body(state):
         j, code, r1, r2, wl, _ = state
         # (between candidates a segment joining two tangent points of one object is skipped)
-        c, a, b, w = jax.lax.cond(cand[j], line, skip, aw[j], bw[j])
-        new = (c, a, b, w)
+        new = jax.lax.cond(
+            cand[j], screen_line, lambda a, b: _no_wrap(screen_line, a, b), aw[j], bw[j]
+        )
         code, r1, r2, wl = (x.at[j].set(v) for x, v in zip((code, r1, r2, wl), new, strict=True))
-        return j + 1, code, r1, r2, wl, cand[j] & (c == MANDATORY_WRAP)
+        return j + 1, code, r1, r2, wl, cand[j] & (new[0] == MANDATORY_WRAP)
 
     def go_on(state):
         j, *_, mandatory = state
@@ -195,24 +195,13 @@ def _screen_candidates(screen_line, cand, aw, bw):
     return code, r1, r2, wl
 
 
-def _wrap_candidates(wrap_line, cand, aw, bw):
-    """``wrap_line`` on the candidate segments only (cand (m,), ends aw, bw (m, 3)); the others
-    return (NO_WRAP, a, b, 0). A ``lax.map`` of ``lax.cond``: unbatched (one pose), only the
-    candidates run OpenSim's algorithm; under ``vmap`` over poses both branches run, as before."""
+def _kept_wrap(wrap_line, found, a, b):
+    """``wrap_line`` on the kept segment a → b (wrap frame), differentiably; (NO_WRAP, a, b, 0)
+    when no segment was kept (``found`` False)."""
     # remat: reverse mode keeps only the segment ends, not the residuals of every step of the
     # wrap algorithms' inner iterations (tens of MB per pose, batched over passes and slots)
     line = jax.checkpoint(wrap_line)
-
-    def skip(a, b):
-        code, r1, r2, wl = jax.eval_shape(line, a, b)
-        return (
-            jnp.full(code.shape, NO_WRAP, code.dtype),
-            a.astype(r1.dtype),
-            b.astype(r2.dtype),
-            jnp.zeros(wl.shape, wl.dtype),
-        )
-
-    return jax.lax.map(lambda x: jax.lax.cond(x[0], line, skip, x[1], x[2]), (cand, aw, bw))
+    return jax.lax.cond(found, line, lambda a, b: _no_wrap(line, a, b), a, b)
 
 
 def initial_path(X, active, nw):
