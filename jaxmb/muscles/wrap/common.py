@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -32,6 +33,7 @@ __all__ = [
     "axis_rotate",
     "iterate_jvp",
     "forward_only",
+    "traced_apart_forward",
     "most_parallel_pair",
 ]
 
@@ -136,8 +138,9 @@ _FORWARD_ONLY = contextvars.ContextVar("jaxmb_forward_only", default=False)
 def forward_only():
     """Trace what is evaluated forward only, never linearized for reverse mode (a pushforward
     kernel whose own derivative has a custom rule): there, :func:`iterate_jvp` takes an
-    iteration's primal from its Jacobian pass instead of running the loop once more. Values are
-    the same either way; only the program differs."""
+    iteration's tangents from the loop itself (forward mode through it, one lane per tangent the
+    caller pushes) instead of contracting its Jacobian with them. The derivative is the same (to
+    round-off); only the program differs."""
     token = _FORWARD_ONLY.set(True)
     try:
         yield
@@ -145,13 +148,31 @@ def forward_only():
         _FORWARD_ONLY.reset(token)
 
 
+_FORWARD_TWINS: dict = {}
+
+
+def traced_apart_forward(fn):
+    """``fn``, or under :func:`forward_only` a twin of it (one per ``fn``, kept): for a function
+    that JAX traces once and caches by its identity (``jax.checkpoint`` of a module-level
+    function). The cached jaxpr holds its :func:`iterate_jvp` calls with the rules they were
+    first differentiated by; traced under :func:`forward_only`, a rule carries tangents through
+    a loop, which reverse mode cannot transpose, so the two contexts must not share a trace."""
+    if not _FORWARD_ONLY.get():
+        return fn
+    twin = _FORWARD_TWINS.get(fn)
+    if twin is None:
+        twin = _FORWARD_TWINS[fn] = functools.wraps(fn)(lambda *a, **k: fn(*a, **k))
+    return twin
+
+
 def iterate_jvp(iterate):
     """``iterate`` (an early-exit loop: OpenSim's iterations stop on tolerances) made
     differentiable in forward and reverse mode: its tangent is the forward-mode Jacobian of the
-    iterate where it stops, formed from the primal values, times the input tangents. That is the
-    derivative of the length OpenSim computes (what central differences of it give), not of the
-    exact root it approaches; reverse mode cannot pass the loop itself. Arguments that are not
-    floating point (flags) get no tangent."""
+    iterate where it stops, formed from the primal values, times the input tangents (under
+    :func:`forward_only`, forward mode through the loop itself). That is the derivative of the
+    length OpenSim computes (what central differences of it give), not of the exact root it
+    approaches; reverse mode cannot pass the loop itself. Arguments that are not floating point
+    (flags) get no tangent."""
     f = jax.custom_jvp(iterate)
 
     @f.defjvp
@@ -162,22 +183,19 @@ def iterate_jvp(iterate):
             args = list(primals)
             for i, x in zip(diff, xs, strict=True):
                 args[i] = x
-            out = iterate(*args)
-            return out, out
+            return iterate(*args)
 
-        jac = jax.jacfwd(of_diff, argnums=tuple(range(len(diff))), has_aux=True)
-        xs = tuple(primals[i] for i in diff)
         if _FORWARD_ONLY.get():
-            # the Jacobian pass carries the primal beside its lanes: one loop, not two (arm26's
-            # forward-mode moment arms 0.9x the time per pose, 7 % fewer HLO instructions)
-            J, out = jac(*xs)
-        else:
-            # the primal by its own loop: under reverse mode inside a jax.checkpoint the forward
-            # pass then runs only this loop and the backward pass the Jacobian's (with the aux,
-            # both passes ran the Jacobian's loop: MoBL-ARMS's moment arms 1.39x slower, 14 %
-            # more HLO instructions)
-            out = iterate(*primals)
-            J = jac(*xs)[0]
+            # never transposed here: the loop itself carries the tangents, as many lanes as the
+            # caller pushes (arm26's moment arms: 2 coordinates against the Jacobian's 12 input
+            # lanes of each ellipsoid Newton solve; 0.79x the time per pose)
+            return jax.jvp(iterate, tuple(primals), tuple(tangents))
+        # the primal by its own loop: under reverse mode inside a jax.checkpoint the forward pass
+        # then runs only this loop and the backward pass the Jacobian's (the primal taken from the
+        # Jacobian's pass ran that loop in both: MoBL-ARMS's moment arms 1.39x slower, 14 % more
+        # HLO instructions)
+        out = iterate(*primals)
+        J = jax.jacfwd(of_diff, argnums=tuple(range(len(diff))))(*(primals[i] for i in diff))
 
         def contract(_, Jo):
             return sum(

@@ -22,6 +22,8 @@ p2.
 
 from __future__ import annotations
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
@@ -36,10 +38,11 @@ from .common import (
     iterate_jvp,
     safe_norm,
     sqrt0,
+    traced_apart_forward,
     unit,
 )
 
-__all__ = ["WrapEllipsoid", "ellipsoid_wrap_line", "ellipsoid_wrap_code"]
+__all__ = ["WrapEllipsoid", "ellipsoid_wrap_line", "ellipsoid_wrap_code", "distance_on_ellipsoid"]
 
 # OpenSim's WrapEllipsoid::wrapLine, method "hybrid" (the PathWrap default and the only method the
 # .osim models here use). Constants from WrapEllipsoid.cpp / SimmMacros.h.
@@ -253,13 +256,29 @@ def _tangent_point(pe, r, p, a, vs, vs4):
     return jnp.where(jnp.abs(pe) < _ELL_P_TOL, p, _lm_point(r, p, a, vs, vs4))
 
 
-def _ellipsoid_arc(r1, r2, a, vs, vs4, factor, far_side):
-    """CalcDistanceOnEllipsoid: (normalized length, the 500 path points, segment count n).
+_ARC_SHORT = 64  # segments of the arc's first, cheaper form
+
+
+def distance_on_ellipsoid(r1, r2, a, vs, vs4, factor, far_side):
+    """OpenSim's WrapEllipsoid::CalcDistanceOnEllipsoid: the surface path from r1 to r2 in the
+    plane (vs, vs4), in OpenSim's normalized units (the ellipsoid scaled by ``factor``).
+
+    Args:
+        r1, r2: (3,) tangent points on the normalized ellipsoid of semi-axes ``a`` (3,).
+        vs, vs4: the wrapping plane ``vs · x + vs4 = 0`` (vs (3,) a unit normal).
+        factor: the normalization, 3 / (sum of the semi-axes in m) (1/m).
+        far_side: the long way round (bool, static or traced).
+
+    Returns (length (normalized), the path's second point (3,), the point before its last (3,),
+    the segment count n).
 
     n = ⌊|r1 − r2| / 1 mm⌋ (at most 499) segments; the interior points are rays from the point
     a0 where the plane crosses the coordinate axis most normal to it, at equal angle steps from
     r1 (the short way, or the long way round for a far-side wrap), cast to the surface. Below 1 mm
-    the chord. Points past n repeat r2 (zero-length segments).
+    the chord. Points past n repeat r2 (zero-length segments), so an arc of at most
+    :data:`_ARC_SHORT` segments is computed with that many points (a ``lax.cond``: a muscle's
+    arc over an arm's ellipsoid is a few tens of millimetres, and the 499 rays cost more than the
+    rest of the wrap; under a vectorized batch both forms run).
     """
     chord = safe_norm(r1 - r2)
     length_m = chord / factor
@@ -273,19 +292,27 @@ def _ellipsoid_arc(r1, r2, a, vs, vs4, factor, far_side):
     dphi = jnp.where(far_side, -(2.0 * jnp.pi - phi0) / nf, phi0 / nf)
     vsz = unit(jnp.cross(ar1, ar2))
     vsy = jnp.cross(vsz, ar1)
-    phi = jnp.arange(1, _MAX_SEG, dtype=r1.dtype)[:, None] * dphi
-    rr = ar1 * jnp.cos(phi) + vsy * jnp.sin(phi)
-    f1, f2 = rr / a, a0 / a
-    aa = jnp.sum(f1 * f1, axis=1)
-    bb = 2.0 * (f1 @ f2)
+    f2 = a0 / a
     cc = jnp.dot(f2, f2) - 1.0
-    mu3 = (-bb + sqrt0(bb * bb - 4.0 * aa * cc)) / (2.0 * aa)
-    s = a0 + mu3[:, None] * rr
-    j = jnp.arange(_MAX_SEG + 1)[:, None]
-    pts = jnp.where(j == 0, r1, jnp.where(j < n, jnp.concatenate([r1[None], s, r2[None]]), r2))
-    arc = jnp.sum(safe_norm(pts[1:] - pts[:-1]))
+
+    def along(m):
+        # the path's points 0 … m for at most m segments: rays at angles 1 … m − 1 steps
+        phi = jnp.arange(1, m, dtype=r1.dtype)[:, None] * dphi
+        rr = ar1 * jnp.cos(phi) + vsy * jnp.sin(phi)
+        f1 = rr / a
+        aa = jnp.sum(f1 * f1, axis=1)
+        bb = 2.0 * (f1 @ f2)
+        mu3 = (-bb + sqrt0(bb * bb - 4.0 * aa * cc)) / (2.0 * aa)
+        s = a0 + mu3[:, None] * rr
+        j = jnp.arange(m + 1)[:, None]
+        pts = jnp.where(j == 0, r1, jnp.where(j < n, jnp.concatenate([r1[None], s, r2[None]]), r2))
+        return jnp.sum(safe_norm(pts[1:] - pts[:-1])), pts[1], pts[jnp.maximum(n - 1, 0)]
+
+    arc, w1, w2 = jax.lax.cond(
+        n <= _ARC_SHORT, partial(along, _ARC_SHORT), partial(along, _MAX_SEG)
+    )
     short = length_m < _SEG_LENGTH
-    return jnp.where(short, chord, arc), pts, jnp.where(short, 1, n)
+    return jnp.where(short, chord, arc), w1, w2, jnp.where(short, 1, n)
 
 
 def ellipsoid_wrap_line(p1, p2, dimensions, quadrant, single=True):
@@ -328,7 +355,7 @@ def ellipsoid_wrap_line(p1, p2, dimensions, quadrant, single=True):
     axis, sign = (0, 0.0) if quadrant is None else quadrant
     # rematerialized in reverse mode: the Newton iterations of 301 nearest-point solves would
     # otherwise be stored for every wrap of every pass of GeometryPath's multi-object loop
-    return jax.checkpoint(_ellipsoid_wrap)(
+    return jax.checkpoint(traced_apart_forward(_ellipsoid_wrap))(
         p1, p2, dims, jnp.asarray(axis), jnp.asarray(sign, dtype=p1.dtype)
     )
 
@@ -467,16 +494,15 @@ def _ellipsoid_wrap(p1, p2, dims, axis, sign):
         jnp.stack([p1e, p2e]), r_start, jnp.stack([P1, P2]), a, vs, vs4
     )
 
-    lengths, pts, n = jax.vmap(_ellipsoid_arc, in_axes=(None,) * 6 + (0,))(
-        R1, R2, a, vs, vs4, factor, jnp.array([False, True])
-    )
-    pts, n = pts[0], n[0]
-    w1, w2 = pts[1], pts[jnp.maximum(n - 1, 0)]
+    length, w1, w2, n = distance_on_ellipsoid(R1, R2, a, vs, vs4, factor, False)
     wrong = (jnp.dot(unit(P1 - R1), unit(w1 - R1)) > 0.0) | (
         jnp.dot(unit(P2 - R2), unit(w2 - R2)) > 0.0
     )
+    # the far side's arc is computed only where it is taken
     far = (sign != 0) & (n >= 2) & wrong
-    length = jnp.where(far, lengths[1], lengths[0])
+    length = jax.lax.cond(
+        far, lambda: distance_on_ellipsoid(R1, R2, a, vs, vs4, factor, True)[0], lambda: length
+    )
 
     return (
         code,
