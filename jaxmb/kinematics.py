@@ -290,8 +290,11 @@ def world_poses(model: Model, f: Float[Array, "nj B"]):
     ang = jnp.where(rev[:, None], f, model.theta.astype(dtype)[:, None])  # (nb, B)
     dist = jnp.where(rev[:, None], model.d.astype(dtype)[:, None], f)
     a = model.axis_theta.astype(dtype).T[:, :, None]  # (3, nb, 1)
-    keep = (lambda x: x) if B == 1 else materialized
-    # for a batch XLA would recompute sin and cos in each of the 9 entries (chain(30): 3.4× slower)
+    keep = jax.lax.optimization_barrier if B == 1 else materialized
+    # XLA would recompute sin and cos in each of the 9 entries: for a batch (chain(30): 3.4×
+    # slower), and for one state in each entry of the (3, 4, nb) pose that the first jump step
+    # writes (per right-hand side in a compiled loop, µs: the shoulder's forward dynamics under
+    # its computed torque 9.4–9.6 → 8.3–8.4, Andrews 7.4 → 6.9–7.2, chain(30) 19.7–19.9 → 17.6)
     sc = keep(jnp.stack([jnp.sin(ang), jnp.cos(ang)]))
     R = _rotation_sc(a, sc[0], sc[1])  # (3, 3, nb, B), local
     o = model.axis_d.astype(dtype).T[:, :, None] * dist[None]  # (3, nb, B), local

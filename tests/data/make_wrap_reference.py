@@ -9,14 +9,18 @@ Points are sampled on roughly opposite sides of the object so that most segments
 ellipsoid configurations (``ELLIPSOID_CONFIGS``: quadrants, multi-object, slender and equal-axis
 shapes) follow from a separate random stream. Every case gets a fresh model and state, so OpenSim's
 per-PathWrap "previous wrap" memory starts empty each time. Writes ``wrap_opensim_reference.json``
-next to this script.
+next to this script, and ``wrap_ellipsoid_in_plane_reference.json``: ellipsoid segments that lie in
+a coordinate plane of the wrap frame (``IN_PLANE_CONFIGS``), where OpenSim solves every fan
+point's nearest surface point in that plane.
 
-    python tests/data/make_wrap_reference.py
+    python tests/data/make_wrap_reference.py                  # both files
+    python tests/data/make_wrap_reference.py --in-plane-only  # the second alone
 """
 
 import datetime
 import json
 import pathlib
+import sys
 
 import numpy as np
 import opensim as osim
@@ -168,7 +172,53 @@ def sample_case(kind, quadrant, extra, size, rng):
     }
 
 
+# Ellipsoid segments that lie in a coordinate plane of the wrap frame (the frame is the ground's, so
+# that the plane coordinate is exactly 0): every fan point is then within ROUNDOFF_ERROR of that
+# plane, and findClosestPoint takes its planar special case for all of them. (quadrant, plane).
+IN_PLANE_CONFIGS = [("all", 0), ("all", 1), ("all", 2), ("+x", 2), ("-y", 0), ("z", 1)]
+N_IN_PLANE = 8
+
+
+def in_plane_cases():
+    rng = np.random.default_rng(20261127)
+    cases = []
+    for quadrant, k in IN_PLANE_CONFIGS:
+        for _ in range(N_IN_PLANE):
+            size = sample_ellipsoid("random", rng)
+            scale = max(size["dimensions"])
+            d = rng.normal(size=3)
+            d[k] = 0.0
+            d /= np.linalg.norm(d)
+            off = rng.normal(size=3) * scale
+            off[k] = 0.0
+            p1 = d * rng.uniform(2.0, 5.0) * scale
+            p2 = -d * rng.uniform(2.0, 5.0) * scale + off
+            model, act = build("ellipsoid", size, quadrant, False, np.zeros(3), np.zeros(3))
+            cases.append(
+                {
+                    "quadrant": quadrant,
+                    "plane": k,
+                    "size": size,
+                    "p1": p1.tolist(),
+                    "p2": p2.tolist(),
+                    "straight_m": float(np.linalg.norm(p2 - p1)),
+                    "length_m": length(model, act, p1, p2),
+                }
+            )
+    return cases
+
+
 def main():
+    out = {
+        "source": "OpenSim " + osim.__version__ + " PathActuator.getLength, models built in Python",
+        "generated": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "script": "tests/data/make_wrap_reference.py",
+        "frame": "the wrap ellipsoid at the ground origin, unrotated",
+        "cases": in_plane_cases(),
+    }
+    (HERE / "wrap_ellipsoid_in_plane_reference.json").write_text(json.dumps(out, indent=1))
+    if "--in-plane-only" in sys.argv:
+        return
     rng = np.random.default_rng(20261121)
     cases = []
     for kind, quadrant, extra in CONFIGS:

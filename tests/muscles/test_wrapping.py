@@ -84,6 +84,15 @@ def _ellipsoid_args(cases):
     )
 
 
+def _ellipsoid_lengths(args, batching):
+    """:func:`_ellipsoid_path` of every case in one compiled program, vectorized (``"vmap"``:
+    every branch runs and is selected from) or one case after another (``lax.map``: each
+    ``lax.cond`` takes one branch, as a pose-by-pose batch does)."""
+    if batching == "vmap":
+        return np.asarray(jax.jit(jax.vmap(_ellipsoid_path))(*args))
+    return np.asarray(jax.jit(lambda *a: jax.lax.map(lambda x: _ellipsoid_path(*x), a))(*args))
+
+
 def _wrap_object(kind, size, quadrant, R, t):
     if kind == "cylinder":
         return mu.WrapCylinder(-1, t, R, size["radius"], size["length"], quadrant)
@@ -157,11 +166,7 @@ def test_ellipsoid_wrap_line_equals_opensim(batching):
     vectorized (every branch runs and is selected from) and one case after another (``lax.map``:
     each ``lax.cond`` takes one branch, as a pose-by-pose batch does)."""
     cases = _ellipsoid_cases(False)
-    args = _ellipsoid_args(cases)
-    if batching == "vmap":
-        L = np.asarray(jax.jit(jax.vmap(_ellipsoid_path))(*args))
-    else:
-        L = np.asarray(jax.jit(lambda *a: jax.lax.map(lambda x: _ellipsoid_path(*x), a))(*args))
+    L = _ellipsoid_lengths(_ellipsoid_args(cases), batching)
     Lr = np.asarray([c["length_m"] for c in cases])
     straight = np.asarray([c["straight_m"] for c in cases])
     known_nan = np.asarray([REF["cases"].index(c) in OPENSIM_NAN for c in cases])
@@ -174,6 +179,27 @@ def test_ellipsoid_wrap_line_equals_opensim(batching):
     assert len(groups) == 9
     err = np.abs(L[ok] - Lr[ok])
     print(f"ellipsoid: max |dL| {err.max():.3e} m over {ok.sum()} cases, {wrapped.sum()} wrapped")
+    assert err.max() < ELLIPSOID_BOUND
+
+
+IN_PLANE = json.loads((DATA / "wrap_ellipsoid_in_plane_reference.json").read_text())
+
+
+@pytest.mark.parametrize("batching", ["vmap", "one-by-one"])
+def test_ellipsoid_segment_in_a_coordinate_plane_equals_opensim(batching):
+    """Segments that lie in a coordinate plane of the wrap frame (48 cases, three planes, four
+    quadrants; tests/data/wrap_ellipsoid_in_plane_reference.json): every point of the fan is
+    within ROUNDOFF_ERROR of that plane, so OpenSim solves each one's nearest surface point in
+    the plane's ellipse (its planar special case), which jaxmb runs only for such a fan."""
+    frame = {"xyz_body_rotation": [0.0, 0.0, 0.0], "translation": [0.0, 0.0, 0.0]}
+    cases = [{**c, **frame} for c in IN_PLANE["cases"]]
+    assert all(a[c["plane"]] == 0.0 for c in cases for a in (c["p1"], c["p2"]))
+    L = _ellipsoid_lengths(_ellipsoid_args(cases), batching)
+    Lr = np.asarray([c["length_m"] for c in cases])
+    straight = np.asarray([c["straight_m"] for c in cases])
+    assert (Lr > straight + 1e-9).sum() >= 40
+    err = np.abs(L - Lr)
+    print(f"ellipsoid in a plane: max |dL| {err.max():.3e} m over {len(cases)} cases")
     assert err.max() < ELLIPSOID_BOUND
 
 

@@ -82,19 +82,21 @@ def _sextic(t, a2, w):
     return f, fp
 
 
+def _newton(t, done, fval):
+    """One of Eberly's Newton steps, t frozen once |f| < 1e-9 was seen."""
+    f, fp = fval(t)
+    done = done | (jnp.abs(f) < 1e-9)
+    return jnp.where(done, t, t - f / _safe_den(fp)), done
+
+
 def _eberly_iterate(a2p, wp, t0p, a2g, wg, t0g):
     """Newton's method on the quartic (planar case) and the sextic (general case) side by side:
     at most 64 checks of |f| < 1e-9 each, t frozen once converged, 63 steps at most."""
 
-    def newton(t, done, fval):
-        f, fp = fval(t)
-        done = done | (jnp.abs(f) < 1e-9)
-        return jnp.where(done, t, t - f / _safe_den(fp)), done
-
     def body(state):
         tp, dp, tg, dg, i = state
-        tp, dp = newton(tp, dp, lambda t: _quartic(t, a2p, wp))
-        tg, dg = newton(tg, dg, lambda t: _sextic(t, a2g, wg))
+        tp, dp = _newton(tp, dp, lambda t: _quartic(t, a2p, wp))
+        tg, dg = _newton(tg, dg, lambda t: _sextic(t, a2g, wg))
         return tp, dp, tg, dg, i + 1
 
     false = jnp.asarray(False)
@@ -104,10 +106,29 @@ def _eberly_iterate(a2p, wp, t0p, a2g, wg, t0g):
     return tp, tg
 
 
+def _one_iterate(equation):
+    """The Newton iteration of :func:`_eberly_iterate` on one of its equations alone. Each t is
+    frozen at its own convergence, so it ends where the side-by-side loop ends it."""
+
+    def iterate(a2, w, t0):
+        def body(state):
+            t, done, i = state
+            t, done = _newton(t, done, lambda t: equation(t, a2, w))
+            return t, done, i + 1
+
+        return jax.lax.while_loop(lambda s: ~s[1] & (s[2] < 63), body, (t0, jnp.asarray(False), 0))[
+            0
+        ]
+
+    return iterate
+
+
 # 301 solves per wrap, up to 63 steps each: reverse mode stores no Newton step. (The root's implicit
 # derivative was tried: 5x cheaper, but it departs from the iterate's, and so from central
 # differences of OpenSim's length, by up to 2.6e-7 relative.)
 _eberly_roots = iterate_jvp(_eberly_iterate)
+_quartic_root = iterate_jvp(_one_iterate(_quartic))
+_sextic_root = iterate_jvp(_one_iterate(_sextic))
 
 
 def _ellipse_point(a, b, u, v, t):
@@ -135,40 +156,96 @@ def _ellipse_point(a, b, u, v, t):
 _PLANE_AXES = ((1, 2), (2, 0), (0, 1))  # findClosestPoint's 2-d cross-section per special axis
 
 
+def _planar_case(a, x, ax):
+    """closestPointToEllipse in the cross-section that keeps x[ax]: the quartic's (a², w, t0)
+    and the point from its root t."""
+    j, k = jnp.asarray(_PLANE_AXES)[ax]
+    ap, up = jnp.stack([a[j], a[k]]), jnp.stack([x[j], x[k]])
+    inside = jnp.sum((up / ap) * (up / ap)) < 1.0
+    t0 = jnp.where(inside, 0.0, jnp.max(ap) * sqrt0(jnp.dot(up, up)))
+    a2p = ap * ap
+
+    def point(t):
+        yj, yk = _ellipse_point(a[j], a[k], x[j], x[k], t)
+        return x.at[j].set(yj).at[k].set(yk)
+
+    return (a2p, a2p * (up * up), t0), point
+
+
+def _general_case(a, x):
+    """findClosestPoint's sextic: its (a², w, t0) and (point, converged) from its last t (t is
+    frozen at convergence, so the 64th check is the one made on it)."""
+    inside = jnp.sum((x / a) * (x / a)) < 1.0
+    t0 = jnp.where(inside, 0.0, jnp.max(a) * sqrt0(jnp.dot(x, x)))
+    a2 = a * a
+    w = a2 * (x * x)
+
+    def point(t):
+        return a2 * x / _safe_den(t + a2), jnp.abs(_sextic(t, a2, w)[0]) < 1e-9
+
+    return (a2, w, t0), point
+
+
+def _special_axis(a, dims, x, axis):
+    """OpenSim's specialCaseAxis: (special, axis). ``axis`` (int, may be traced) 0, 1, 2 is
+    given; -1 picks the coordinate within ROUNDOFF_ERROR of 0 whose other two dimensions sum
+    least (first on ties), and no special case when there is none."""
+    sums = jnp.sum(dims) - dims
+    near = jnp.abs(x) <= _ROUNDOFF
+    special = (axis >= 0) | jnp.any(near)
+    return special, jnp.where(axis >= 0, axis, jnp.argmin(jnp.where(near, sums, jnp.inf)))
+
+
 def _closest_point(a, dims, x, axis=-1):
     """findClosestPoint (Eberly) as OpenSim computes it. Returns (point (3,), ok).
 
-    ``axis`` (int, may be traced) is OpenSim's specialCaseAxis: 0, 1, 2 keep x[axis] and solve in
-    the elliptical cross-section (closestPointToEllipse); -1 picks that case when a coordinate is
-    within ROUNDOFF_ERROR of 0 (the one whose other two dimensions sum least, first on ties), and
-    otherwise solves the sextic. Both Newton solves start at t = 0 (inside) or max(a)·|x|
-    (outside) and stop at |f| < 1e-9 after at most 64 checks; the planar one then uses its last
-    t, the general one reports ``ok`` False (OpenSim leaves its output untouched, which the
-    callers reproduce). One loop runs both solves.
+    ``axis`` (see :func:`_special_axis`): in a special case x[axis] is kept and the point solved
+    in the elliptical cross-section (closestPointToEllipse), otherwise from the sextic. Both
+    Newton solves start at t = 0 (inside) or max(a)·|x| (outside) and stop at |f| < 1e-9 after
+    at most 64 checks; the planar one then uses its last t, the general one reports ``ok`` False
+    (OpenSim leaves its output untouched, which the callers reproduce). One loop runs both
+    solves, each on a harmless stand-in point where it is not taken, so that no NaN reaches
+    jax.grad. (For many points at once, :func:`_fan_points` runs the sextic alone.)
     """
-    sums = jnp.sum(dims) - dims
-    near = jnp.abs(x) <= _ROUNDOFF
-    auto = jnp.argmin(jnp.where(near, sums, jnp.inf))
-    special = (axis >= 0) | jnp.any(near)
-    ax = jnp.where(axis >= 0, axis, auto)
-    # each solve sees a harmless stand-in point when not taken, so that no NaN reaches jax.grad
-    xp = jnp.where(special, x, 0.5 * a)
-    j, k = jnp.asarray(_PLANE_AXES)[ax]
-    ap, up = jnp.stack([a[j], a[k]]), jnp.stack([xp[j], xp[k]])
-    inside_p = jnp.sum((up / ap) * (up / ap)) < 1.0
-    t0p = jnp.where(inside_p, 0.0, jnp.max(ap) * sqrt0(jnp.dot(up, up)))
-    xg = jnp.where(special, 1.5 * a, x)
-    inside_g = jnp.sum((xg / a) * (xg / a)) < 1.0
-    t0g = jnp.where(inside_g, 0.0, jnp.max(a) * sqrt0(jnp.dot(xg, xg)))
-    a2 = a * a
-    a2p = ap * ap
-    tp, tg = _eberly_roots(a2p, a2p * (up * up), t0p, a2, a2 * (xg * xg), t0g)
-    # t is frozen at convergence, so the 64th check is this one
-    done = jnp.abs(_sextic(tg, a2, a2 * (xg * xg))[0]) < 1e-9
-    yj, yk = _ellipse_point(a[j], a[k], xp[j], xp[k], tp)
-    planar = xp.at[j].set(yj).at[k].set(yk)
-    general = a2 * xg / _safe_den(tg + a2)
-    return jnp.where(special, planar, general), special | done
+    special, ax = _special_axis(a, dims, x, axis)
+    planar_in, planar = _planar_case(a, jnp.where(special, x, 0.5 * a), ax)
+    general_in, general = _general_case(a, jnp.where(special, 1.5 * a, x))
+    tp, tg = _eberly_roots(*planar_in, *general_in)
+    y, done = general(tg)
+    return jnp.where(special, planar(tp), y), special | done
+
+
+def _plane_points(a, x, ax):
+    """:func:`_closest_point` of points x (m, 3) each in its special case ax (m,), the quartic
+    alone."""
+
+    def one(x, ax):
+        planar_in, planar = _planar_case(a, x, ax)
+        return planar(_quartic_root(*planar_in))
+
+    return jax.vmap(one)(x, ax)
+
+
+def _fan_points(a, dims, x):
+    """:func:`_closest_point` of points x (m, 3) with axis -1: the sextic alone, and the planar
+    solve (a ``lax.cond``) only when some point is within ROUNDOFF_ERROR of a coordinate plane
+    (a segment that lies in one). Same results, without the quartic's Newton steps and planar
+    construction for every point of the fan."""
+
+    def general(x):
+        general_in, general = _general_case(a, x)
+        return general(_sextic_root(*general_in))
+
+    special, ax = jax.vmap(lambda x: _special_axis(a, dims, x, -1))(x)
+    # each solve sees a stand-in where it is not taken, as in _closest_point
+    y, ok = jax.vmap(general)(jnp.where(special[:, None], 1.5 * a, x))
+
+    def with_planar(y):
+        xs = jnp.where(special[:, None], x, 0.5 * a)
+        return jnp.where(special[:, None], _plane_points(a, xs, ax), y)
+
+    y = jax.lax.cond(jnp.any(special), with_planar, lambda y: y, y)
+    return y, ok | special
 
 
 def _ellipsoid_residual(r, d1, p, a, vs, vs4):
@@ -415,14 +492,11 @@ def _ellipsoid_wrap(p1, p2, dims, axis, sign):
     mu = jnp.abs(unit(p1p2))
     t = -r1 / jnp.where(r1r2 == 0, _ROUNDOFF, r1r2)
     t_sv = r1 + t[:, None] * r1r2
-    # (2) fan: 298 points of r1 → r2; their nearest surface points solved with Frans' three
-    # planar ones in one batch
+    # (2) fan: 298 points of r1 → r2 and their nearest surface points
     tt = jnp.arange(1, _N_FAN - 1, dtype=p1.dtype) / _N_FAN
     fan_sv = r1 + tt[:, None] * r1r2
-    near_c, near_ok = jax.vmap(lambda x, i: _closest_point(a, dims, x, i))(
-        jnp.concatenate([t_sv, fan_sv]), jnp.concatenate([jnp.arange(3), jnp.full(tt.shape, -1)])
-    )
-    t_c1, fan_c, fan_ok = near_c[:3], near_c[3:], near_ok[3:]
+    t_c1 = _plane_points(a, t_sv, jnp.arange(3))
+    fan_c, fan_ok = _fan_points(a, dims, fan_sv)
     best = jnp.argmax(mu)
     mu_b, t_b = mu[best], t[best]
     s = jnp.where(
