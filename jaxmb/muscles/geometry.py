@@ -3,8 +3,8 @@
 
 Evaluation is vectorized so that the compiled program does not grow with the number of muscles:
 the points of each muscle are evaluated (cheap, per muscle), then the muscles are split into at
-most three groups (no wrap; one wrap object, OpenSim's single-object case; several) and each group
-is padded to common point and wrap-slot counts and runs ONE kernel
+most two groups (without and with wrap objects; OpenSim's single-object case is a traced flag of
+the second) and each group is padded to common point and wrap-slot counts and runs ONE kernel
 (:func:`~jaxmb.muscles.path_kernel.path_kernel`) mapped over its muscles (``vmap`` without wrap
 objects, ``lax.map`` with them). The GMLAV gradient is mapped the same way.
 
@@ -143,7 +143,7 @@ class _Group(eqx.Module):
     their body, at (muscle, point) ``moving`` (static; every other point's is zero, and a dense
     (G, N, 3, nq) array of them cost gait2354 most of its moment-arm time); active (G, N); slots:
     :class:`WrapSlots` with a leading G axis. Static: the muscles' indices, the kernel's type table,
-    ``single``, the bodies (``nb`` = ground) of the points (G, N) and wraps (G, W), the wraps'
+    the bodies (``nb`` = ground) of the points (G, N) and wraps (G, W), the wraps'
     translations (G, W, 3).
     """
 
@@ -156,7 +156,6 @@ class _Group(eqx.Module):
     index: tuple = eqx.field(static=True)
     moving: tuple = eqx.field(static=True)
     types: tuple = eqx.field(static=True)
-    single: bool = eqx.field(static=True)
     body: tuple = eqx.field(static=True)
     wrap_body: tuple = eqx.field(static=True)
 
@@ -167,20 +166,16 @@ class _Group(eqx.Module):
     def lengths(self):
         """Path lengths (G,) m of the group's muscles at this pose."""
         if self.wrapped:
-            return wrapped_lengths(self.types, self.single, self.X, self.active, self.slots)
-        return jax.vmap(partial(path_length, self.types, self.single))(
-            self.X, self.active, self.slots
-        )
+            return wrapped_lengths(self.types, self.X, self.active, self.slots)
+        return jax.vmap(partial(path_length, self.types))(self.X, self.active, self.slots)
 
     def pulls(self):
         """Path lengths (G,) m and their gradients with respect to the points' ground positions
         (G, N, 3), the wrap frames' axes (G, W, 3, 3) and origins (G, W, 3)."""
         if self.wrapped:
-            L, (gX, gR, gp, _) = wrapped_pulls(
-                self.types, self.single, self.X, self.active, self.slots
-            )
+            L, (gX, gR, gp, _) = wrapped_pulls(self.types, self.X, self.active, self.slots)
             return L, gX, gR, gp
-        L, gX = jax.vmap(jax.value_and_grad(partial(path_length, self.types, self.single)))(
+        L, gX = jax.vmap(jax.value_and_grad(partial(path_length, self.types)))(
             self.X, self.active, self.slots
         )
         return L, gX, self.slots.R, self.slots.p
@@ -191,21 +186,21 @@ def _no_slots(G: int, dtype) -> WrapSlots:
     z = lambda *shape, dt=dtype: jnp.zeros((G, 0) + shape, dt)  # noqa: E731
     i32 = jnp.int32
     return WrapSlots(z(3, 3), z(3), z(3), z(dt=i32), z(dt=i32), z(), z(dt=i32), z(dt=i32),
-                     z(dt=bool))  # fmt: skip
+                     z(dt=bool), jnp.zeros(G, bool))  # fmt: skip
 
 
 def _groups(model: Model, A_ext, q, wrapped: bool | None = None) -> list[_Group]:
-    """The muscles split by wrap count (none; one, OpenSim's single-object case; several), each
-    group padded for one mapped kernel; the compiled program does not grow with the muscles.
-    ``wrapped``: only the groups with (True) or without (False) wrap objects; None: all.
-    (One group for both wrapped cases, the single-object case behind a traced flag, compiled and
-    ran slower on arm26, measured in turn at load 3.6–5.2: compile 165 s and 25 ms per pose at
-    batch 64, against 111 s and 9.9 ms.)"""
+    """The muscles split into those without and those with wrap objects, each group padded for
+    one mapped kernel; the compiled program does not grow with the muscles. ``wrapped``: only the
+    group with (True) or without (False) wrap objects; None: both. OpenSim's single-object case
+    is a flag of each muscle's slots (:class:`WrapSlots`): one kernel, so one copy of each wrap
+    algorithm, serves both (arm26 in two groups, one-object and several: 57,928 optimized HLO
+    instructions, one group 33,453)."""
     ms = _muscle_set(model)
     nb, nq = model.nb, model.nq
     cats: dict[int, list[int]] = {}
     for m, mus in enumerate(ms.muscles):
-        cats.setdefault(min(len(mus.wraps), 2), []).append(m)
+        cats.setdefault(min(len(mus.wraps), 1), []).append(m)
     out = []
     full = _full_coordinates_memo(model, q)
     for cat, idx in sorted(cats.items()):
@@ -254,7 +249,6 @@ def _groups(model: Model, A_ext, q, wrapped: bool | None = None) -> list[_Group]
                 tuple(idx),
                 tuple(moving),
                 kinds,
-                cat == 1,
                 tuple(body),
                 tuple(wbody),
             )
@@ -465,9 +459,7 @@ def _wrapped_columns(model: Model, q):
     R = jnp.zeros((model.nq, nm), q.dtype)
     for g, (TX, TR, Tp) in zip(groups, tangents, strict=True):
         lead = lambda a: jnp.swapaxes(a, 0, 1)  # noqa: E731  (nq, G, …) → (G, nq, …)
-        Lg, D = wrapped_pushforward(
-            g.types, g.single, g.X, g.active, g.slots, lead(TX), lead(TR), lead(Tp)
-        )
+        Lg, D = wrapped_pushforward(g.types, g.X, g.active, g.slots, lead(TX), lead(TR), lead(Tp))
         m = np.asarray(g.index)
         L = L.at[m].set(Lg)
         R = R.at[:, m].set(-D.T)

@@ -39,24 +39,26 @@ __all__ = [
 ]
 
 
-def path_length(types, single, X, active, slots, R=None, p=None, size=None):
+def path_length(types, X, active, slots, R=None, p=None, size=None):
     """One muscle's path length (m) at one pose; ``R``, ``p``, ``size`` replace the slots' wrap
     frames and sizes (the arguments the derivatives are taken with respect to)."""
     if R is not None:
         slots = eqx.tree_at(lambda s: (s.R, s.p, s.size), slots, (R, p, size))
-    return path_kernel(X, active, slots, types, single)[0]
+    return path_kernel(X, active, slots, types)[0]
 
 
-def _per_muscle_lengths(types, single, X, active, slots):
-    return jax.lax.map(lambda a: path_length(types, single, *a), (X, active, slots))
+def _per_muscle_lengths(types, X, active, slots):
+    # evaluated forward only: its derivatives come from wrapped_lengths's rule
+    with forward_only():
+        return jax.lax.map(lambda a: path_length(types, *a), (X, active, slots))
 
 
-def _per_muscle_pulls(types, single, X, active, slots):
+def _per_muscle_pulls(types, X, active, slots):
     """(L (G,), (∂L/∂X (G, N, 3), ∂L/∂R (G, W, 3, 3), ∂L/∂p (G, W, 3), ∂L/∂size (G, W, 3)))."""
 
     def one(a):
         X, active, s = a
-        f = lambda X, R, p, size: path_length(types, single, X, active, s, R, p, size)  # noqa: E731
+        f = lambda X, R, p, size: path_length(types, X, active, s, R, p, size)  # noqa: E731
         return jax.value_and_grad(f, argnums=(0, 1, 2, 3))(X, s.R, s.p, s.size)
 
     return jax.lax.map(one, (X, active, slots))
@@ -80,7 +82,7 @@ def _unflatten(z, X, slots):
     )
 
 
-def _per_muscle_hessians(types, single, X, active, slots):
+def _per_muscle_hessians(types, X, active, slots):
     """(L (G,), ∇L (G, n), ∇²L (G, n, n)) over the flat inputs of :func:`_flat_inputs`."""
     z = _flat_inputs(X, slots.R, slots.p, slots.size)
 
@@ -89,7 +91,7 @@ def _per_muscle_hessians(types, single, X, active, slots):
 
         def f(z):
             x, R, p, size = (v[0] for v in _unflatten(z[None], X[None], _lead(s)))
-            return path_length(types, single, x, active, s, R, p, size)
+            return path_length(types, x, active, s, R, p, size)
 
         def grad_and_value(z):
             L, g = jax.value_and_grad(f)(z)
@@ -125,27 +127,27 @@ def _contract(grads, tangents):
 WRAPPED_BATCHING = "auto"
 
 
-def _per_pose(kernel, types, single):
-    """``kernel(types, single, X, active, slots)`` of one pose, batched as
+def _per_pose(kernel, types):
+    """``kernel(types, X, active, slots)`` of one pose, batched as
     :data:`WRAPPED_BATCHING` says under vmap."""
     how = WRAPPED_BATCHING
     if how == "auto":
         how = "pose_by_pose" if jax.default_backend() == "cpu" else "vectorized"
     if how == "vectorized":
-        return partial(kernel, types, single)
+        return partial(kernel, types)
     if how != "pose_by_pose":
         raise ValueError(
             f"WRAPPED_BATCHING must be 'auto', 'pose_by_pose' or 'vectorized', got {how!r}"
         )
-    return jax.custom_batching.sequential_vmap(_traced_once(kernel, types, single))
+    return jax.custom_batching.sequential_vmap(_traced_once(kernel, types))
 
 
 _KERNELS: dict = {}
 _TRACED_PER_KERNEL = 4  # argument shapes kept per kernel (a FIFO)
 
 
-def _traced_once(kernel, types, single):
-    """``kernel`` for ``(types, single)``, traced into a jaxpr once per argument structure and
+def _traced_once(kernel, types):
+    """``kernel`` for ``(types,)``, traced into a jaxpr once per argument structure and
     shapes; every call replays that jaxpr (``jax.core.eval_jaxpr``). A batch of poses runs the
     pose-by-pose kernel twice while tracing: for the program's primal, then inside
     ``sequential_vmap``'s loop when the batch is replayed. Replaying binds the kernel's primitives
@@ -153,10 +155,10 @@ def _traced_once(kernel, types, single):
     ``jax.jit(jax.vmap(lengths_and_moment_arms))`` at 121 poses lowers in 14 s instead of 22 s,
     the same program. (jit's own cache misses there: the two traces run in different
     abstract-mesh contexts.)"""
-    key = (kernel, types, single)
+    key = (kernel, types)
     if key in _KERNELS:
         return _KERNELS[key]
-    fn = partial(kernel, types, single)
+    fn = partial(kernel, types)
     traced: dict = {}
 
     def once(*args):
@@ -178,47 +180,47 @@ def _traced_once(kernel, types, single):
     return once
 
 
-@partial(jax.custom_jvp, nondiff_argnums=(0, 1))
-def wrapped_lengths(types, single, X, active, slots):
+@partial(jax.custom_jvp, nondiff_argnums=(0,))
+def wrapped_lengths(types, X, active, slots):
     """Lengths (G,) of a wrapped group at one pose (batched as :data:`WRAPPED_BATCHING` says)."""
-    return _per_pose(_per_muscle_lengths, types, single)(X, active, slots)
+    return _per_pose(_per_muscle_lengths, types)(X, active, slots)
 
 
 @wrapped_lengths.defjvp
-def _wrapped_lengths_jvp(types, single, primals, tangents):
+def _wrapped_lengths_jvp(types, primals, tangents):
     X, active, slots = primals
     dX, _, ds = tangents
-    L, grads = _per_pose(_per_muscle_pulls, types, single)(X, active, slots)
+    L, grads = _per_pose(_per_muscle_pulls, types)(X, active, slots)
     return L, _contract(grads, (dX, ds.R, ds.p, ds.size))
 
 
-@partial(jax.custom_jvp, nondiff_argnums=(0, 1))
-def wrapped_pulls(types, single, X, active, slots):
+@partial(jax.custom_jvp, nondiff_argnums=(0,))
+def wrapped_pulls(types, X, active, slots):
     """(L, (∂L/∂X, ∂L/∂R, ∂L/∂p, ∂L/∂size)) of a wrapped group at one pose (see
     :func:`_per_muscle_pulls`; batched as :data:`WRAPPED_BATCHING` says)."""
-    return _per_pose(_per_muscle_pulls, types, single)(X, active, slots)
+    return _per_pose(_per_muscle_pulls, types)(X, active, slots)
 
 
 @wrapped_pulls.defjvp
-def _wrapped_pulls_jvp(types, single, primals, tangents):
+def _wrapped_pulls_jvp(types, primals, tangents):
     # second derivatives of the path length (moment arms differentiated): the Hessian, formed
     # from the primals and contracted with the tangents
     X, active, slots = primals
     dX, _, ds = tangents
-    L, g, H = _per_pose(_per_muscle_hessians, types, single)(X, active, slots)
+    L, g, H = _per_pose(_per_muscle_hessians, types)(X, active, slots)
     dz = _flat_inputs(dX, ds.R, ds.p, ds.size)
     dgrads = _unflatten(jnp.einsum("gij,gj->gi", H, dz), X, slots)
     return (L, _unflatten(g, X, slots)), (jnp.sum(g * dz, axis=1), dgrads)
 
 
-def _per_muscle_pushforwards(types, single, X, active, slots, TX, TR, Tp):
+def _per_muscle_pushforwards(types, X, active, slots, TX, TR, Tp):
     """(L (G,), D (G, k)): each muscle's path length and its derivatives along k tangents of its
     points TX (G, k, N, 3) and wrap frames TR (G, k, W, 3, 3), Tp (G, k, W, 3) (sizes held), by
     forward mode: one pass carries the k tangent lanes beside the primal."""
 
     def one(a):
         X, active, s, tX, tR, tp = a
-        f = lambda X, R, p: path_length(types, single, X, active, s, R, p, s.size)  # noqa: E731
+        f = lambda X, R, p: path_length(types, X, active, s, R, p, s.size)  # noqa: E731
         push = lambda *t: jax.jvp(f, (X, s.R, s.p), t)  # noqa: E731
         return jax.vmap(push, out_axes=(None, 0))(tX, tR, tp)
 
@@ -227,20 +229,20 @@ def _per_muscle_pushforwards(types, single, X, active, slots, TX, TR, Tp):
         return jax.lax.map(one, (X, active, slots, TX, TR, Tp))
 
 
-@partial(jax.custom_jvp, nondiff_argnums=(0, 1))
-def wrapped_pushforward(types, single, X, active, slots, TX, TR, Tp):
+@partial(jax.custom_jvp, nondiff_argnums=(0,))
+def wrapped_pushforward(types, X, active, slots, TX, TR, Tp):
     """(L (G,), D (G, k)) of :func:`_per_muscle_pushforwards` at one pose (batched as
     :data:`WRAPPED_BATCHING` says)."""
-    return _per_pose(_per_muscle_pushforwards, types, single)(X, active, slots, TX, TR, Tp)
+    return _per_pose(_per_muscle_pushforwards, types)(X, active, slots, TX, TR, Tp)
 
 
 @wrapped_pushforward.defjvp
-def _wrapped_pushforward_jvp(types, single, primals, tangents):
+def _wrapped_pushforward_jvp(types, primals, tangents):
     # D_j = ∇L · T_j, so dD_j = ∇L · dT_j + T_jᵀ ∇²L dz: the Hessian, formed from the primals and
     # contracted with the tangents (linear in them, so reverse mode passes)
     X, active, slots, TX, TR, Tp = primals
     dX, _, ds, dTX, dTR, dTp = tangents
-    L, g, H = _per_pose(_per_muscle_hessians, types, single)(X, active, slots)
+    L, g, H = _per_pose(_per_muscle_hessians, types)(X, active, slots)
     # the tangent lanes as flat kernel inputs (G, k, n), the sizes held (zero tangents)
     T = _flat_inputs(TX, TR, Tp, jnp.zeros_like(Tp), lead=2)
     dT = _flat_inputs(dTX, dTR, dTp, jnp.zeros_like(dTp), lead=2)

@@ -74,8 +74,9 @@ class AbstractWrapObject(eqx.Module):
             p1, p2: (3,) segment ends in the wrap frame (m).
             size: (3,) :meth:`size_parameters` (m), traced.
             axis, sign: the quadrant, traced: axis 0, 1, 2 and sign ±1, or sign 0 for "all".
-            single: True when the path has only this wrap object (static; OpenSim then skips its
-                multi-object refinements).
+            single: True when the path has only this wrap object (OpenSim then skips its
+                multi-object refinements): a Python bool, or a traced boolean scalar in the
+                path kernel, where one program serves paths of one and of several objects.
 
         Returns:
             (code, r1 (3,), r2 (3,), wrap_length (m)): OpenSim's ``WrapAction`` code

@@ -33,6 +33,7 @@ __all__ = [
     "axis_rotate",
     "iterate_jvp",
     "forward_only",
+    "is_forward_only",
     "traced_apart_forward",
     "most_parallel_pair",
 ]
@@ -146,6 +147,12 @@ def forward_only():
         yield
     finally:
         _FORWARD_ONLY.reset(token)
+
+
+def is_forward_only() -> bool:
+    """Whether the code being traced is under :func:`forward_only` (loops that reverse mode
+    cannot pass, ``while_loop`` with traced bounds, may then replace scans)."""
+    return _FORWARD_ONLY.get()
 
 
 _FORWARD_TWINS: dict = {}

@@ -129,8 +129,8 @@ def cylinder_wrap_line(p1, p2, radius, length, quadrant, single=True, slide_wher
     Args:
         p1, p2: (3,) segment ends in the wrap frame (m). radius, length: m (``length`` may be inf).
         quadrant: ``None`` ("all") or ``(axis, sign)``, both possibly traced, ``sign == 0`` for
-            "all". single: True when the path has only this wrap object (static; OpenSim 4.6 then
-            skips the tangent-point sliding iteration).
+            "all". single: True when the path has only this wrap object (OpenSim 4.6 then skips
+            the tangent-point sliding iteration); a Python bool or a traced boolean scalar.
         slide_where: with ``single`` False, slide only where the code is this one (None: always,
             as OpenSim does; a screen that reads tangent points only where the code is WRAPPED
             passes WRAPPED).
@@ -225,8 +225,9 @@ def cylinder_wrap_line(p1, p2, radius, length, quadrant, single=True, slide_wher
     beyond = ((r1[2] < -half) | (r1[2] > half)) & ((r2[2] < -half) | (r2[2] > half))
     code = jnp.where(inside, INSIDE_RADIUS, jnp.where(beyond, NO_WRAP, code))
 
-    if not single:
+    if single is not True:  # False, or a traced flag (one kernel for paths of one and several)
         slide = jnp.asarray(True) if slide_where is None else code == slide_where
+        slide = slide & ~jnp.asarray(single)  # a one-object path's loop makes no pass
         r1, r2 = _slide_tangents(p1, p2, r1, r2, jnp.asarray(r, p1.dtype), long_wrap, slide)
 
     wrap_len = _spiral(r1, r2, r, long_wrap)[-1]
