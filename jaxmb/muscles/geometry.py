@@ -189,18 +189,23 @@ def _no_slots(G: int, dtype) -> WrapSlots:
                      z(dt=bool), jnp.zeros(G, bool))  # fmt: skip
 
 
-def _groups(model: Model, A_ext, q, wrapped: bool | None = None) -> list[_Group]:
+def _groups(
+    model: Model, A_ext, q, wrapped: bool | None = None, one_object_apart: bool = False
+) -> list[_Group]:
     """The muscles split into those without and those with wrap objects, each group padded for
     one mapped kernel; the compiled program does not grow with the muscles. ``wrapped``: only the
     group with (True) or without (False) wrap objects; None: both. OpenSim's single-object case
     is a flag of each muscle's slots (:class:`WrapSlots`): one kernel, so one copy of each wrap
-    algorithm, serves both (arm26 in two groups, one-object and several: 57,928 optimized HLO
-    instructions, one group 33,453)."""
+    algorithm, serves both (arm26's batched paths program: 57,928 optimized HLO instructions in
+    two groups, 33,453 in one). ``one_object_apart``: the muscles with one wrap object in a group
+    of their own (for the reverse-mode kernel, whose passes and slots are scans that a one-object
+    muscle among several-object ones would run forward and backward: MoBL-ARMS 1.20x the time
+    per pose)."""
     ms = _muscle_set(model)
     nb, nq = model.nb, model.nq
     cats: dict[int, list[int]] = {}
     for m, mus in enumerate(ms.muscles):
-        cats.setdefault(min(len(mus.wraps), 1), []).append(m)
+        cats.setdefault(min(len(mus.wraps), 2 if one_object_apart else 1), []).append(m)
     out = []
     full = _full_coordinates_memo(model, q)
     for cat, idx in sorted(cats.items()):
@@ -354,7 +359,7 @@ def _gmlav(model: Model, q, kin, wrapped: bool | None = None):
     Eh = jnp.zeros_like(E)
     R_mov = jnp.zeros((nq, len(ms.muscles)), kin.A.dtype)
     L = jnp.zeros(len(ms.muscles), kin.A.dtype)
-    for g in _groups(model, A_ext, q, wrapped):
+    for g in _groups(model, A_ext, q, wrapped, one_object_apart=True):
         Lg, gX, gR, gp = g.pulls()
         m = np.asarray(g.index)
         L = L.at[m].set(Lg)
