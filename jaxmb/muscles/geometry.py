@@ -2,9 +2,10 @@
 2-4, Eqs. 149–195).
 
 Evaluation is vectorized so that the compiled program does not grow with the number of muscles:
-the points of each muscle are evaluated (cheap, per muscle), then the muscles are split into at
-most two groups (without and with wrap objects; OpenSim's single-object case is a traced flag of
-the second) and each group is padded to common point and wrap-slot counts and runs ONE kernel
+the points of each muscle are evaluated (cheap, per muscle), then the muscles are split into
+groups (without and with wrap objects, OpenSim's single-object case a traced flag of the second;
+the reverse-mode kernel keeps the one-object muscles in a third) and each group is
+padded to common point and wrap-slot counts and runs ONE kernel
 (:func:`~jaxmb.muscles.path_kernel.path_kernel`) mapped over its muscles (``vmap`` without wrap
 objects, ``lax.map`` with them). The GMLAV gradient is mapped the same way.
 
