@@ -187,7 +187,7 @@ def _no_slots(G: int, dtype) -> WrapSlots:
     z = lambda *shape, dt=dtype: jnp.zeros((G, 0) + shape, dt)  # noqa: E731
     i32 = jnp.int32
     return WrapSlots(z(3, 3), z(3), z(3), z(dt=i32), z(dt=i32), z(), z(dt=i32), z(dt=i32),
-                     z(dt=bool), jnp.zeros(G, bool))  # fmt: skip
+                     z(dt=bool))  # fmt: skip
 
 
 def _groups(
@@ -196,7 +196,7 @@ def _groups(
     """The muscles split into those without and those with wrap objects, each group padded for
     one mapped kernel; the compiled program does not grow with the muscles. ``wrapped``: only the
     group with (True) or without (False) wrap objects; None: both. OpenSim's single-object case
-    is a flag of each muscle's slots (:class:`WrapSlots`): one kernel, so one copy of each wrap
+    is a traced flag of the kernel (one valid slot, :class:`WrapSlots`): one copy of each wrap
     algorithm, serves both (arm26's batched paths program: 57,928 optimized HLO instructions in
     two groups, 33,453 in one). ``one_object_apart``: the muscles with one wrap object in a group
     of their own (for the reverse-mode kernel, whose passes and slots are scans that a one-object

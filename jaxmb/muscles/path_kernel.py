@@ -269,9 +269,8 @@ class WrapSlots(eqx.Module):
 
     R (W, 3, 3), p (W, 3): wrap frames in ground; size (W, 3); kind (W,) index into the kernel's
     type table; axis (W,), sign (W,): quadrant (sign 0 = "all"); start, end (W,): point range
-    (0-based, inclusive, resolved); valid (W,): slot holds a wrap object; single (): the muscle
-    has exactly one wrap object (OpenSim's single-object case: one application, no passes, no
-    cylinder tangent sliding), a traced flag so that one program serves both cases.
+    (0-based, inclusive, resolved); valid (W,): slot holds a wrap object (the muscle's own
+    wraps first, then the padding).
     """
 
     R: Array
@@ -283,7 +282,6 @@ class WrapSlots(eqx.Module):
     start: Array
     end: Array
     valid: Array
-    single: Array
 
 
 def path_kernel(X, active, slots: WrapSlots, types: tuple):
@@ -291,7 +289,8 @@ def path_kernel(X, active, slots: WrapSlots, types: tuple):
     slots a ``lax.scan`` and the wrap shape a ``lax.switch`` over ``types`` (the
     :class:`~jaxmb.muscles.wrap.AbstractWrapObject` classes present, :func:`wrap_kinds`), so that
     one program serves every muscle: padded slots are no-ops, and a muscle with one wrap object
-    among W > 1 slots (``slots.single``) makes one pass without the multi-object refinements.
+    among W > 1 slots makes one pass without the multi-object refinements (OpenSim's
+    single-object case, a traced flag: one program serves both cases).
 
     X: (N, 3) ground positions (m); active: (N,). Returns (length, path) as
     :func:`wrapped_path`; path slots N + 2w, N + 2w + 1 are slot w's tangent points.
@@ -301,8 +300,9 @@ def path_kernel(X, active, slots: WrapSlots, types: tuple):
     if nw == 0:
         return path_length(path, owner), path
 
+    n_wraps = jnp.sum(slots.valid)  # the muscle's own wraps
     # W = 1: every muscle has one object (static); else each muscle's flag, traced
-    single = True if nw == 1 else slots.single
+    single = True if nw == 1 else n_wraps == 1
 
     def switch(fs, w):
         branches = [(lambda f: lambda *a: f(*a, single))(f) for f in fs]
@@ -344,19 +344,19 @@ def path_kernel(X, active, slots: WrapSlots, types: tuple):
         return path_length(path, owner), path
 
     def one_pass(path, swapped):
-        def slot(p, i):
-            return apply(p, jnp.where(swapped & (i < 2), 1 - i, i))
+        def order(i):
+            return jnp.where(swapped & (i < 2), 1 - i, i)
 
         if is_forward_only():  # the muscle's own wraps only (a loop reverse mode cannot pass)
 
             def body(i, state):
                 p, results = state
-                p, r = slot(p, i)
+                p, r = wrap(p, order(i))
                 return p, results.at[i].set(r)
 
             init = (path, jnp.full(nw, NO_WRAP, jnp.int32))
-            return jax.lax.fori_loop(0, jnp.sum(slots.valid), body, init)
-        return jax.lax.scan(slot, path, jnp.arange(nw))
+            return jax.lax.fori_loop(0, n_wraps, body, init)
+        return jax.lax.scan(lambda p, i: apply(p, order(i)), path, jnp.arange(nw))
 
     path = iterate_wraps(path, one_pass, nw, owner, path_length, once=single)
     return path_length(path, owner), path
@@ -390,7 +390,6 @@ def wrap_slots(mus: Muscle, frames, W: int, kinds: tuple, n: int) -> WrapSlots:
         jnp.asarray(start + [0] * pad, jnp.int32),
         jnp.asarray(end + [-1] * pad, jnp.int32),
         jnp.asarray([True] * nw + [False] * pad),
-        jnp.asarray(nw == 1),
     )
 
 
