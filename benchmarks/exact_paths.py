@@ -46,8 +46,12 @@ import numpy as np
 from _common import metadata, save_results, timeit_compiled
 from jax.experimental.serialize_executable import deserialize_and_load, serialize
 
-import jaxmb as mb
-from jaxmb.io.stored_programs import _initialize_lapack
+# XLA_FLAGS as the user gave them: the base tree's process starts from these, and sets its own
+# XLA options, as this tree's jaxmb does on import
+USER_XLA_FLAGS = os.environ.get("XLA_FLAGS")
+
+import jaxmb as mb  # noqa: E402
+from jaxmb.io.stored_programs import _initialize_lapack  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = {
@@ -129,6 +133,9 @@ def _against_base(name, args, model, f, poses, full):
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "base.pkl"
         env = dict(os.environ, PYTHONPATH=str(Path(args.base).resolve()))
+        env.pop("XLA_FLAGS", None)
+        if USER_XLA_FLAGS is not None:
+            env["XLA_FLAGS"] = USER_XLA_FLAGS
         cmd = [sys.executable, __file__, "--serialize", str(out), "--models", name,
                "--base-batch", str(b), "--span", str(args.span)]  # fmt: skip
         subprocess.run(cmd, env=env, check=True)

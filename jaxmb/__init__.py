@@ -27,6 +27,10 @@ import sys
 _collecting = _gc.isenabled()
 _gc.disable()
 try:
+    from .xla_options import set_xla_flags as _set_xla_flags
+
+    _set_xla_flags()  # before anything starts JAX's backend, which reads XLA_FLAGS once
+
     import jax as _jax
 
     _jax.config.update("jax_enable_x64", True)

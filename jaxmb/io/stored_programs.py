@@ -201,6 +201,7 @@ def _key(name: str, treedef, leaves) -> str:
         jaxlib.__version__,
         str(jax.config.jax_enable_x64),
         _machine(),
+        os.environ.get("XLA_FLAGS", ""),  # read by XLA when the backend started: how it compiles
         structure,
         repr([(np.shape(x), str(x.dtype), _weak(x)) for x in leaves]),
     ):

@@ -35,6 +35,7 @@ __all__ = [
     "initial_path",
     "path_length",
     "sorted_path",
+    "stable_order",
     "apply_wrap",
     "iterate_wraps",
     "path_kernel",
@@ -79,8 +80,18 @@ def _touch(path, used):
     return Path(path.key, path.pos, path.wlen, gpos, path.gval | used)
 
 
+def stable_order(key):
+    """``jnp.argsort(key)`` (stable; +inf last, in index order) by pairwise comparisons: m is a
+    path's few slots, and a sort or scatter inside a loop keeps XLA:CPU from compiling the loop
+    as one function (see :mod:`jaxmb.xla_options`)."""
+    i = jnp.arange(key.shape[0])
+    ki, kj = key[:, None], key[None, :]
+    rank = jnp.sum((kj < ki) | ((kj == ki) & (i[None, :] < i[:, None])), axis=1)
+    return jnp.argmax(rank[None, :] == i[:, None], axis=1)
+
+
 def sorted_path(path, owner):
-    perm = jnp.argsort(path.key)
+    perm = stable_order(path.key)
     return perm, path.key[perm], path.pos[perm], jnp.asarray(owner)[perm]
 
 
@@ -137,7 +148,8 @@ def apply_wrap(path, w, wrap_line, Rg, pg, start, end, active, owner, n, screen_
     best = jnp.where(any_mand, jnp.argmax(mand), jnp.argmin(change))
     # segments scanned before the first mandatory wrap: their ends' caches fill when "wrapped"
     measured = wrapped & (~any_mand | (j < jnp.argmax(mand)))
-    used = jnp.zeros(m, bool).at[perm[:-1]].max(measured).at[perm[1:]].max(measured)
+    slot = jnp.arange(m)[:, None]
+    used = jnp.any(((perm[:-1] == slot) | (perm[1:] == slot)) & measured, axis=1)
     path = _touch(path, used)
     found = any_mand | jnp.any(wrapped)
     last = (m - 2) - jnp.argmax(cand[::-1])

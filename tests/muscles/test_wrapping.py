@@ -15,18 +15,18 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from helpers import DATA
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from jaxmb import muscles as mu
 from jaxmb.models.arm26 import body_fixed_xyz
 from jaxmb.muscles import wrap as wr
-from jaxmb.muscles.path_kernel import wrapped_path
+from jaxmb.muscles.path_kernel import stable_order, wrapped_path
 from jaxmb.muscles.wrap.common import forward_only
 from jaxmb.muscles.wrap.ellipsoid import distance_on_ellipsoid
 from jaxmb.muscles.wrap.torus import circle_parameter, circle_residual
 
-REF = json.loads(
-    (DATA / "wrap_opensim_reference.json").read_text()
-)
+REF = json.loads((DATA / "wrap_opensim_reference.json").read_text())
 
 # (kind, quadrant, extra) -> (cases equal to OpenSim within 1e-12 m, bound on max |ΔL| m).
 # Measured (this commit): cylinder "all" 1.1e-16, "+x" 2.2e-16, "-y" 1.1e-16 on all 24 (OpenSim
@@ -454,3 +454,21 @@ def test_torus_gradient_where_lmdif_stops_off_a_root():
         for i in range(6)
     ]
     np.testing.assert_allclose(g, fd, rtol=0, atol=1e-3)  # |g| up to 18; measured 1.0e-4
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from([0.0, 0.5, 1.0, 2.5, -1.0, float("inf")])
+        | st.floats(-3, 3, allow_subnormal=False),  # XLA:CPU flushes subnormals to zero
+        min_size=1,
+        max_size=16,
+    )
+)
+def test_stable_order_is_numpys_stable_argsort(keys):
+    """The path's slot order by pairwise comparisons (no sort in the kernel's loops) equals
+    a stable argsort, ties and +inf (unused slots) included."""
+    key = np.asarray(keys)
+    np.testing.assert_array_equal(
+        np.asarray(stable_order(jnp.asarray(key))), np.argsort(key, kind="stable")
+    )

@@ -168,7 +168,8 @@ def _planar_case(a, x, ax):
 
     def point(t):
         yj, yk = _ellipse_point(a[j], a[k], x[j], x[k], t)
-        return x.at[j].set(yj).at[k].set(yk)
+        e = jnp.arange(3)
+        return jnp.where(e == j, yj, jnp.where(e == k, yk, x))
 
     return (a2p, a2p * (up * up), t0), point
 
