@@ -27,7 +27,7 @@ from jaxtyping import Array
 
 from .paths import Muscle
 from .wrap import INSIDE_RADIUS, MANDATORY_WRAP, NO_WRAP, QUADRANTS, WRAPPED
-from .wrap.common import is_forward_only, safe_norm
+from .wrap.common import is_forward_only, rotate, safe_norm
 
 __all__ = [
     "Path",
@@ -130,15 +130,15 @@ def apply_wrap(path, w, wrap_line, Rg, pg, start, end, active, owner, n, screen_
     same = (sown[:-1] >= 0) & (sown[:-1] == sown[1:])
     cand = has & (j >= j_start) & (j < j_end) & ~same
     a, b = spos[:-1], spos[1:]
-    to_w = jax.vmap(lambda x: Rg.T @ (x - pg))
+    to_w = jax.vmap(lambda x: rotate(Rg.T, x - pg))
     aw = jnp.where(cand[:, None], to_w(a), jnp.asarray(_SAFE_P1, a.dtype))
     bw = jnp.where(cand[:, None], to_w(b), jnp.asarray(_SAFE_P2, b.dtype))
     # the candidates are wrapped only to choose (codes, lengthening: discrete): without derivatives
     code, r1, r2, wl = _screen_candidates(
         screen_line or wrap_line, cand, jax.lax.stop_gradient(aw), jax.lax.stop_gradient(bw)
     )
-    T1 = r1 @ Rg.T + pg
-    T2 = r2 @ Rg.T + pg
+    T1 = rotate(Rg, r1) + pg
+    T2 = rotate(Rg, r2) + pg
     mand = cand & (code == MANDATORY_WRAP)
     wrapped = cand & (code == WRAPPED)
     ga, gb = gs[:-1], gs[1:]
@@ -161,7 +161,7 @@ def apply_wrap(path, w, wrap_line, Rg, pg, start, end, active, owner, n, screen_
     i1, i2 = n + 2 * w, n + 2 * w + 1
     key = path.key.at[i1].set(jnp.where(found, k0 + (k1 - k0) / 3.0, jnp.inf))
     key = key.at[i2].set(jnp.where(found, k0 + 2.0 * (k1 - k0) / 3.0, jnp.inf))
-    pos = path.pos.at[i1].set(r1b @ Rg.T + pg).at[i2].set(r2b @ Rg.T + pg)
+    pos = path.pos.at[i1].set(rotate(Rg, r1b) + pg).at[i2].set(rotate(Rg, r2b) + pg)
     wlen = path.wlen.at[w].set(jnp.where(found, wlb, 0.0))
     return Path(key, pos, wlen, path.gpos, path.gval), result
 

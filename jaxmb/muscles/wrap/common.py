@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 
 __all__ = [
+    "rotate",
     "NO_WRAP",
     "INSIDE_RADIUS",
     "WRAPPED",
@@ -124,6 +125,13 @@ def segment_plane(a, b, normal, d):
     t = (-d - jnp.dot(normal, a)) / jnp.where(okd, dp, 1.0)
     hit = okd & (t >= -_LINE_EPSILON) & (t <= 1.0 + _LINE_EPSILON)
     return a + t * vec, hit
+
+
+def rotate(R, x):
+    """R @ x for points x (..., 3) (R (3, 3)), as products and sums rather than a matrix product:
+    XLA:CPU turns a matrix product into a library call, and one inside a loop keeps the loop
+    from compiling into one function (:mod:`jaxmb.xla_options`)."""
+    return jnp.sum(R * x[..., None, :], axis=-1)
 
 
 def axis_rotate(v, axis, angle):

@@ -288,8 +288,8 @@ def _lm_tangent(r, p, a, vs, vs4):
         p1r1, p1m = unit(p - r), unit(p)
         pcos = jnp.dot(p1r1, p1m)
         dd = jnp.where(pcos > 0.1, 1.0 - pcos**100, 1.0)
-        v = -(J @ e)
-        JJ = J @ J.T
+        v = -jnp.sum(J * e, axis=1)  # products as sums: see common.rotate
+        JJ = jnp.sum(J[:, None, :] * J[None, :, :], axis=2)
         diag = jnp.diag(JJ)
 
         def damp_body(s):
@@ -382,7 +382,7 @@ def distance_on_ellipsoid(r1, r2, a, vs, vs4, factor, far_side):
         rr = ar1 * jnp.cos(phi) + vsy * jnp.sin(phi)
         f1 = rr / a
         aa = jnp.sum(f1 * f1, axis=1)
-        bb = 2.0 * (f1 @ f2)
+        bb = 2.0 * jnp.sum(f1 * f2, axis=1)
         mu3 = (-bb + sqrt0(bb * bb - 4.0 * aa * cc)) / (2.0 * aa)
         s = a0 + mu3[:, None] * rr
         j = jnp.arange(m + 1)[:, None]
