@@ -56,6 +56,8 @@ import jaxlib
 import numpy as np
 from jax.experimental.serialize_executable import deserialize_and_load, serialize
 
+from ..xla_options import program_options
+
 try:  # MLIR's pass manager, which JAX itself loads to lower programs
     from jaxlib.mlir import passmanager
 except ImportError:  # another jaxlib: stored programs keep their debug info
@@ -219,24 +221,11 @@ _OWN_KEY = {"xla_cpu_enable_fast_math": False}
 # XLA:CPU's YNNPACK fusions (this jaxlib's default for small reductions and dots) build each
 # fusion's kernel when a loaded program first runs: the Gait10dof static optimization has 154 of
 # them, about 0.45 s of every warm run (and 0.09 s against 0.05 s per later call). Stored programs
-# and their --no-cache twin (jax.jit with the same options) are compiled without them; the sums
-# are then XLA's own, so results differ from a default jax.jit in the last bits (activations of
-# that trial by up to 1.1e-11, residuals unchanged at ~1e-14 N·m).
-_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": ""}
-_OPTIONS_OK: bool | None = None  # whether this jaxlib knows them (checked on first use)
-
-
-def _options() -> dict:
-    """The compiler options of jaxmb's programs: :data:`_OPTIONS` where this jaxlib knows them
-    (checked once by compiling a small program with them), else none."""
-    global _OPTIONS_OK
-    if _OPTIONS_OK is None:
-        try:
-            jax.jit(jnp.sum).lower(np.ones(2)).compile(dict(_OPTIONS))
-            _OPTIONS_OK = True
-        except Exception:  # another jaxlib: no such option
-            _OPTIONS_OK = False
-    return dict(_OPTIONS) if _OPTIONS_OK else {}
+# and their --no-cache twin (jax.jit with the same options) are compiled without them
+# (:data:`jaxmb.xla_options.PROGRAM_OPTIONS`); the sums are then XLA's own, so results differ from
+# a default jax.jit in the last bits (activations of that trial by up to 1.1e-11, residuals
+# unchanged at ~1e-14 N·m).
+_options = program_options
 
 
 _HOLD_LOCK = threading.Lock()
@@ -379,7 +368,7 @@ def stored_programs(*requests, directory: str | Path | None = None) -> list:
 def stored_jit(fn, *args, name: str, directory: str | Path | None = None):
     """``jax.jit(fn)(*args)``, with the compiled program stored for later processes: the
     :func:`stored_program` of ``args``, called. The result is the same as ``jax.jit(fn)(*args)``
-    gives with jaxmb's compiler options (:data:`_OPTIONS`)."""
+    gives with jaxmb's compiler options (:data:`jaxmb.xla_options.PROGRAM_OPTIONS`)."""
     return stored_program(fn, *args, name=name, directory=directory)(*args)
 
 

@@ -12,7 +12,6 @@ tolerances are checked and converted once, with the rest of the set-up).
 
 from __future__ import annotations
 
-import functools
 import weakref
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -21,6 +20,7 @@ import equinox as eqx
 import jax
 import numpy as np
 
+from ..xla_options import program_options
 from .checks import check_run_arguments
 
 __all__ = [
@@ -124,12 +124,7 @@ def split_model(model, pm) -> tuple[list, Structure]:
     return arrays, structure
 
 
-@functools.partial(jax.jit, static_argnames=("structure", "tau_structure", "solve", "kw_structure"))
-def compiled_solve(
-    arrays, tau_arrays, kw_arrays, args, *, structure, tau_structure, solve, kw_structure
-):
-    """The solve ``solve(model, *args, tau, ..., **kw)`` compiled once per model structure (the
-    model's arrays are arguments, not constants)."""
+def _solve(arrays, tau_arrays, kw_arrays, args, *, structure, tau_structure, solve, kw_structure):
     model, pm = structure.rebuild(arrays)
     q0, qd0, t0, t1, ts, dt0, rtol, atol, dtmin = args
     tau = tau_structure.rebuild(tau_arrays)
@@ -137,6 +132,30 @@ def compiled_solve(
     if pm is not None:
         kw["pm"] = pm
     return solve(model, q0, qd0, t0, t1, ts, tau, dt0, rtol, atol, dtmin, **kw)
+
+
+_STATIC = ("structure", "tau_structure", "solve", "kw_structure")
+_PLAIN_SOLVE = jax.jit(_solve, static_argnames=_STATIC)
+_OWN_SOLVE = []  # _solve jitted with jaxmb's compiler options, made on first use
+
+
+def compiled_solve(*args, **kwargs):
+    """The solve ``solve(model, *args, tau, ..., **kw)`` compiled once per model structure (the
+    model's arrays are arguments, not constants). Called as the top-level program, it is compiled
+    with jaxmb's compiler options (:func:`jaxmb.xla_options.program_options`: diffrax's step loop
+    then compiles into one function); inside a user's trace (which JAX compiles with its own
+    options) as a plain jit."""
+    if any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(args)):
+        return _PLAIN_SOLVE(*args, **kwargs)
+    if not _OWN_SOLVE:
+        options = program_options()
+        own = (
+            jax.jit(_solve, static_argnames=_STATIC, compiler_options=options)
+            if options
+            else _PLAIN_SOLVE
+        )
+        _OWN_SOLVE.append(own)
+    return _OWN_SOLVE[0](*args, **kwargs)
 
 
 SOLVERS = ("tsit5", "dopri5", "dopri8", "kvaerno5", "kencarp4")
