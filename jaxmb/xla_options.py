@@ -21,6 +21,7 @@ the user already set in ``XLA_FLAGS`` is left as it is; ``JAXMB_XLA_OPTIONS=0`` 
 
 from __future__ import annotations
 
+import functools
 import os
 import warnings
 
@@ -45,7 +46,6 @@ SMALL_LOOP_BYTES = 1_000_000
 #: when it first runs. Not set process-wide: large batched products, a user's own programs among
 #: them, run faster with them (chain(30)'s batched M, N q̇, G ~15 %).
 PROGRAM_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": ""}
-_PROGRAM_OPTIONS_OK: bool | None = None
 
 _THRESHOLD = "xla_cpu_small_while_loop_byte_threshold"
 _EXTRA = "--xla_backend_extra_options="
@@ -89,11 +89,13 @@ def set_xla_flags() -> None:
 def program_options() -> dict:
     """:data:`PROGRAM_OPTIONS` where this jaxlib knows them (checked once, by compiling a small
     program with them), else none."""
-    global _PROGRAM_OPTIONS_OK
-    if _PROGRAM_OPTIONS_OK is None:
-        try:
-            jax.jit(jnp.sum).lower(jnp.ones(2)).compile(dict(PROGRAM_OPTIONS))
-            _PROGRAM_OPTIONS_OK = True
-        except Exception:  # another jaxlib: no such option
-            _PROGRAM_OPTIONS_OK = False
-    return dict(PROGRAM_OPTIONS) if _PROGRAM_OPTIONS_OK else {}
+    return dict(PROGRAM_OPTIONS) if _options_known() else {}
+
+
+@functools.cache
+def _options_known() -> bool:
+    try:
+        jax.jit(jnp.sum).lower(jnp.ones(2)).compile(dict(PROGRAM_OPTIONS))
+        return True
+    except Exception:  # another jaxlib: no such option
+        return False

@@ -225,8 +225,6 @@ _OWN_KEY = {"xla_cpu_enable_fast_math": False}
 # (:data:`jaxmb.xla_options.PROGRAM_OPTIONS`); the sums are then XLA's own, so results differ from
 # a default jax.jit in the last bits (activations of that trial by up to 1.1e-11, residuals
 # unchanged at ~1e-14 N·m).
-_options = program_options
-
 
 _HOLD_LOCK = threading.Lock()
 _HOLDERS = 0
@@ -274,7 +272,7 @@ def _without_debug_info(lowered) -> None:
 def _fresh_compile(lowered):
     _without_debug_info(lowered)
     with _persistent_cache_writes_held():
-        return lowered.compile({**_OWN_KEY, **_options()})
+        return lowered.compile({**_OWN_KEY, **program_options()})
 
 
 def _is_array(x) -> bool:
@@ -305,7 +303,7 @@ def stored_program(fn, *args, name: str, directory: str | Path | None = None):
     d = Path(directory) if directory is not None else program_dir()
     leaves, treedef = jax.tree_util.tree_flatten(args)
     if d is None or not all(_is_array(x) for x in leaves):
-        return jax.jit(fn, compiler_options=_options() or None)
+        return jax.jit(fn, compiler_options=program_options() or None)
     path = d / f"{name}-{_key(name, treedef, leaves)}{_SUFFIX}"
     call = _LOADED.get(path)
     if call is None and path.is_file():

@@ -12,6 +12,7 @@ tolerances are checked and converted once, with the rest of the set-up).
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -136,7 +137,17 @@ def _solve(arrays, tau_arrays, kw_arrays, args, *, structure, tau_structure, sol
 
 _STATIC = ("structure", "tau_structure", "solve", "kw_structure")
 _PLAIN_SOLVE = jax.jit(_solve, static_argnames=_STATIC)
-_OWN_SOLVE = []  # _solve jitted with jaxmb's compiler options, made on first use
+
+
+@functools.cache
+def _own_solve():
+    """_solve jitted with jaxmb's compiler options (made on first use: checking them compiles)."""
+    options = program_options()
+    return (
+        jax.jit(_solve, static_argnames=_STATIC, compiler_options=options)
+        if options
+        else _PLAIN_SOLVE
+    )
 
 
 def compiled_solve(*args, **kwargs):
@@ -147,15 +158,7 @@ def compiled_solve(*args, **kwargs):
     options) as a plain jit."""
     if any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(args)):
         return _PLAIN_SOLVE(*args, **kwargs)
-    if not _OWN_SOLVE:
-        options = program_options()
-        own = (
-            jax.jit(_solve, static_argnames=_STATIC, compiler_options=options)
-            if options
-            else _PLAIN_SOLVE
-        )
-        _OWN_SOLVE.append(own)
-    return _OWN_SOLVE[0](*args, **kwargs)
+    return _own_solve()(*args, **kwargs)
 
 
 SOLVERS = ("tsit5", "dopri5", "dopri8", "kvaerno5", "kencarp4")
