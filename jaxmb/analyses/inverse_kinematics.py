@@ -72,9 +72,12 @@ def _markers_and_jacobian(kin, bodies, points):
 
 
 class InverseKinematicsResult(eqx.Module):
-    """``q`` (nt, nq); per frame the weighted squared error ``Σ w ‖p − m‖²`` (m²), the RMS and max
-    marker error (m) over markers with weight > 0, per-marker errors (nt, nm), and whether the
-    frame's iteration converged (a step below ``xtol``, or no descent step left)."""
+    """``q`` (nt, nq) and per frame, over the markers with weight > 0: ``total_squared_error``
+    ``Σ ‖p − m‖²`` (m², unweighted: OpenSim's ``total_squared_error``, the first column of its
+    ``_ik_marker_errors.sto``, so that ``rms_error² · n = total_squared_error``), the RMS and max
+    marker error (m), per-marker errors (nt, nm; NaN where the weight is 0), whether the frame's
+    iteration converged (a step below ``xtol``, or no descent step left), and
+    ``weighted_squared_error`` ``Σ w ‖p − m‖²`` (m²), the markers' part of the minimized cost."""
 
     q: Float[Array, "nt nq"]
     total_squared_error: Float[Array, " nt"]
@@ -82,6 +85,7 @@ class InverseKinematicsResult(eqx.Module):
     max_error: Float[Array, " nt"]
     marker_errors: Float[Array, "nt nm"]
     converged: Bool[Array, " nt"]
+    weighted_squared_error: Float[Array, " nt"]
 
 
 def solve_inverse_kinematics(
@@ -178,13 +182,14 @@ def solve_inverse_kinematics(
     def errors(q, m, w1):
         e = jnp.linalg.norm(marker_positions(model, q, bodies, points) - m, axis=1)
         on = w1 > 0
-        tot = jnp.sum(w1 * e**2)
-        rms = jnp.sqrt(jnp.sum(jnp.where(on, e**2, 0.0)) / jnp.maximum(jnp.sum(on), 1))
-        return tot, rms, jnp.max(jnp.where(on, e, 0.0)), jnp.where(on, e, jnp.nan)
+        tot = jnp.sum(jnp.where(on, e**2, 0.0))
+        rms = jnp.sqrt(tot / jnp.maximum(jnp.sum(on), 1))
+        mx = jnp.max(jnp.where(on, e, 0.0))
+        return tot, rms, mx, jnp.where(on, e, jnp.nan), jnp.sum(w1 * e**2)
 
-    tot, rms, mx, errs = jax.vmap(errors)(q, mk, w)
+    tot, rms, mx, errs, weighted = jax.vmap(errors)(q, mk, w)
     done = done & jnp.all(jnp.isfinite(q), axis=1)
-    return InverseKinematicsResult(q, tot, rms, mx, errs, done)
+    return InverseKinematicsResult(q, tot, rms, mx, errs, done, weighted)
 
 
 def _check_arguments(

@@ -44,8 +44,8 @@ def run(args) -> int:
           f"{1e3 * np.max(res.rms_error):.2f}"),
          ("marker max error (mm)", f"{1e3 * np.mean(res.max_error):.2f}",
           f"{1e3 * np.max(res.max_error):.2f}"),
-         ("weighted squared error (m²)", f"{np.mean(res.total_squared_error):.3g}",
-          f"{np.max(res.total_squared_error):.3g}")],
+         ("weighted squared error (m²)", f"{np.mean(res.weighted_squared_error):.3g}",
+          f"{np.max(res.weighted_squared_error):.3g}")],
         ("per frame", "mean", "max"),
     ))  # fmt: skip
     print(f"frames: {r.times.shape[0]}; markers: {len(r.markers)}; wall {say.elapsed:.1f} s")
