@@ -3,10 +3,14 @@
 Per frame, as OpenSim's InverseKinematicsSolver poses it (``MarkersReference`` weights,
 ``CoordinateReference`` tasks):
 
-    minimize  Σ_i w_i ‖p_i(q) − m_i‖²  +  Σ_j c_j (q_j − q̂_j)²   subject to  lo ≤ q ≤ hi,
+    minimize  Σ_i w_i ‖p_i(q) − m_i‖² / (2 Σ_i w_i)  +  Σ_j c_j (q_j − q̂_j)²
+    subject to  lo ≤ q ≤ hi,
 
 ``p_i(q)`` the model marker in ground, ``m_i`` the measured one (missing markers have weight 0), the
-bounds those of clamped coordinates (others ±∞), locked coordinates held at their value. Solver:
+bounds those of clamped coordinates (others ±∞), locked coordinates held at their value. The
+markers' term is Simbody's ``Markers`` assembly goal (the weighted mean square over 2), added with
+weight 1 to the coordinate tasks' ``QValue`` goals (weight c_j each): a coordinate task's weight is
+thus relative to the markers' mean, not to their sum. Solver:
 projected Levenberg–Marquardt (Gauss–Newton steps on the free coordinates, damping adapted per
 frame, steps clipped to the bounds), all frames iterated together until each has converged — so the
 whole trial is one compiled call, differentiable in the data and the model's parameters.
@@ -76,8 +80,9 @@ class InverseKinematicsResult(eqx.Module):
     ``Σ ‖p − m‖²`` (m², unweighted: OpenSim's ``total_squared_error``, the first column of its
     ``_ik_marker_errors.sto``, so that ``rms_error² · n = total_squared_error``), the RMS and max
     marker error (m), per-marker errors (nt, nm; NaN where the weight is 0), whether the frame's
-    iteration converged (a step below ``xtol``, or no descent step left), and
-    ``weighted_squared_error`` ``Σ w ‖p − m‖²`` (m²), the markers' part of the minimized cost."""
+    iteration converged (a step below ``xtol``, or no descent step left),
+    ``weighted_squared_error`` ``Σ w ‖p − m‖²`` (m²), and ``cost``, the minimized objective
+    (see the module docstring; m² and rad²)."""
 
     q: Float[Array, "nt nq"]
     total_squared_error: Float[Array, " nt"]
@@ -86,6 +91,7 @@ class InverseKinematicsResult(eqx.Module):
     marker_errors: Float[Array, "nt nm"]
     converged: Bool[Array, " nt"]
     weighted_squared_error: Float[Array, " nt"]
+    cost: Float[Array, " nt"]
 
 
 def solve_inverse_kinematics(
@@ -140,7 +146,10 @@ def solve_inverse_kinematics(
     fm = jnp.asarray(free, dtype=float)
     q0 = jnp.broadcast_to(jnp.asarray(q0, dtype=float), (nt, nq))
 
-    sw, sc = jnp.sqrt(w)[:, :, None], jnp.sqrt(cw)
+    # the residuals of 2 Σw times the objective (the same minimizer): markers' in m, unscaled
+    wsum = jnp.sum(w, axis=1)
+    scale = jnp.where(wsum > 0, 2.0 * wsum, 1.0)
+    sw, sc = jnp.sqrt(w)[:, :, None], jnp.sqrt(cw * scale[:, None])
 
     def linearize(q, m, sw1, sc1, cv1):
         p, Jp = marker_jacobian(model, q, bodies, points)
@@ -179,17 +188,19 @@ def solve_inverse_kinematics(
         kind="checkpointed",
     )
 
-    def errors(q, m, w1):
+    def errors(q, m, w1, s1, cw1, cv1):
         e = jnp.linalg.norm(marker_positions(model, q, bodies, points) - m, axis=1)
         on = w1 > 0
         tot = jnp.sum(jnp.where(on, e**2, 0.0))
         rms = jnp.sqrt(tot / jnp.maximum(jnp.sum(on), 1))
         mx = jnp.max(jnp.where(on, e, 0.0))
-        return tot, rms, mx, jnp.where(on, e, jnp.nan), jnp.sum(w1 * e**2)
+        weighted = jnp.sum(w1 * e**2)
+        cost = weighted / s1 + jnp.sum(cw1 * (q - cv1) ** 2)
+        return tot, rms, mx, jnp.where(on, e, jnp.nan), weighted, cost
 
-    tot, rms, mx, errs, weighted = jax.vmap(errors)(q, mk, w)
+    tot, rms, mx, errs, weighted, cost = jax.vmap(errors)(q, mk, w, scale, cw, cv)
     done = done & jnp.all(jnp.isfinite(q), axis=1)
-    return InverseKinematicsResult(q, tot, rms, mx, errs, done, weighted)
+    return InverseKinematicsResult(q, tot, rms, mx, errs, done, weighted, cost)
 
 
 def _check_arguments(

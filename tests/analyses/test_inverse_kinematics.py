@@ -59,6 +59,34 @@ def test_batched_solve_recovers_the_generating_poses():
     assert np.all((np.asarray(r.q[:, 1]) >= -0.5) & (np.asarray(r.q[:, 1]) <= 0.5))
 
 
+def test_coordinate_tasks_weigh_against_the_markers_mean_as_in_opensim():
+    """OpenSim's objective: Simbody's Markers goal Σ w‖e‖² / (2Σw) plus each coordinate task's
+    QValue goal c (q − q̂)². The solution is a stationary point of that objective and not of the
+    unnormalized sum (a coordinate task's weight would then count 2Σw = 20 times less)."""
+    rng = np.random.default_rng(7)
+    q_true = np.array([0.3, -0.2, 0.1, 0.4, -0.3])
+    meas = np.asarray(marker_positions(CHAIN, q_true, BODIES, POINTS))[None]
+    meas = meas + rng.normal(0.0, 0.02, meas.shape)  # an imperfect fit: the two terms compete
+    w = np.array([[1.0, 2.0, 1.0, 3.0, 1.0, 1.0, 1.0]])
+    cw, cv = np.zeros((1, 5)), np.zeros((1, 5))
+    cw[0, 1], cv[0, 1] = 0.5, 0.25
+    inf = np.full(5, np.inf)
+    r = solve_inverse_kinematics(
+        CHAIN, BODIES, POINTS, meas, w, np.zeros(5), -inf, inf, np.ones(5, bool), cw, cv
+    )
+    q = jnp.asarray(r.q[0])
+
+    def objective(q, norm):
+        e2 = jnp.sum((marker_positions(CHAIN, q, BODIES, POINTS) - meas[0]) ** 2, axis=1)
+        return jnp.sum(w[0] * e2) / norm + jnp.sum(cw[0] * (q - cv[0]) ** 2)
+
+    opensim = jax.grad(objective)(q, 2.0 * w.sum())
+    plain = jax.grad(objective)(q, 1.0)
+    assert float(jnp.max(jnp.abs(opensim))) < 1e-7  # the solve stops on steps below 1e-6
+    assert float(jnp.max(jnp.abs(plain))) > 1e-3
+    np.testing.assert_allclose(r.cost[0], objective(q, 2.0 * w.sum()), rtol=1e-12)
+
+
 @pytest.mark.slow  # ~70 s under load 15 (compiles the solve's reverse mode)
 def test_solve_is_reverse_differentiable_in_the_markers():
     q_true = jnp.array([0.3, -0.2, 0.1, 0.4, -0.3])

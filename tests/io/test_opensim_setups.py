@@ -225,18 +225,57 @@ def test_gait10dof_inverse_kinematics_matches_published_and_fits_no_worse(tmp_pa
     assert (tmp_path / "subject01_walk_IK.mot").is_file()
 
 
+def _ik_references():
+    """tests/data/opensim_pipeline/make_ik_references.py, whose functions write the IK variants."""
+    spec = importlib.util.spec_from_file_location(
+        "make_ik_references", DATA / "opensim_pipeline" / "make_ik_references.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow
+def test_coordinate_tasks_match_opensim_46(tmp_path):
+    """Coordinate tasks weigh against the markers as in OpenSim (a manual value, weight 50, and a
+    default value, weight 5): the coordinates within the issue's 0.2° / 0.2 mm of OpenSim 4.6's,
+    and OpenSim's objective no higher at jaxmb's poses than at OpenSim's."""
+    run = run_inverse_kinematics(_ik_references().coordinate_task_setup(tmp_path), tmp_path)
+    ref = read_storage(DATA / "opensim_pipeline" / "coordinate_tasks_ik_opensim46.mot")
+    imp = read_osim(GAIT / "subject01.osim")
+    rot = np.asarray(imp.rotational)
+    qref = np.stack(
+        [
+            np.deg2rad(ref[c]) if r else ref[c]
+            for c, r in zip(run.coordinate_names, rot, strict=True)
+        ],
+        axis=1,
+    )
+    d = np.abs(run.q - qref)
+    assert np.max(d[:, rot]) <= np.deg2rad(0.2) and np.max(d[:, ~rot]) <= 2e-4
+    tilt = run.coordinate_names.index("pelvis_tilt")
+    np.testing.assert_allclose(run.q[:, tilt], -0.05, atol=1e-3)  # weight 50 holds it
+    _, _, bodies, points, meas, w, _, _, _, _, cw, cv = ik_problem(run.setup, imp)
+    w = np.where(np.any(np.isnan(meas), axis=2), 0.0, w)
+
+    def objective(q, m, w1, cw1, cv1):
+        p = marker_positions(imp.model, q, bodies, jnp.asarray(points))
+        e2 = jnp.sum((p - m) ** 2, axis=1)
+        return jnp.sum(w1 * e2) / (2.0 * jnp.sum(w1)) + jnp.sum(cw1 * (q - cv1) ** 2)
+
+    data = (jnp.nan_to_num(meas), jnp.asarray(w), jnp.asarray(cw), jnp.asarray(cv))
+    at_opensim = jax.vmap(objective)(jnp.asarray(qref), *data)
+    np.testing.assert_allclose(run.result.cost, jax.vmap(objective)(jnp.asarray(run.q), *data))
+    assert np.all(np.asarray(run.result.cost) <= np.asarray(at_opensim) * (1 + 1e-9))
+
+
 @pytest.mark.slow
 def test_static_trial_marker_errors_file_is_opensims(tmp_path):
     """A trial no shipped setup runs (the subject's static trial, unscaled model: ~53 mm RMS):
     the ``_ik_marker_errors.sto`` columns mean what OpenSim 4.6's mean (total_squared_error
     unweighted, Σ‖e‖² over the applied markers) and agree with its file; the weighted sum is the
     result's ``weighted_squared_error``."""
-    spec = importlib.util.spec_from_file_location(
-        "make_ik_references", DATA / "opensim_pipeline" / "make_ik_references.py"
-    )
-    make = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(make)
-    run = run_inverse_kinematics(make.static_setup(tmp_path), tmp_path)
+    run = run_inverse_kinematics(_ik_references().static_setup(tmp_path), tmp_path)
     ours = read_storage(tmp_path / "static_Setup_IK_ik_marker_errors.sto")
     ref = read_storage(DATA / "opensim_pipeline" / "static_ik_marker_errors_opensim46.sto")
     np.testing.assert_allclose(ours.time, ref.time, atol=1e-8)

@@ -119,7 +119,7 @@ def ik_problem(setup: InverseKinematicsSetup, imp: OsimImport):
 
 
 _IK_FIELDS = ("q", "total_squared_error", "rms_error", "max_error", "marker_errors", "converged",
-              "weighted_squared_error")  # fmt: skip
+              "weighted_squared_error", "cost")  # fmt: skip
 
 
 def _ik_solve(*args):
@@ -153,7 +153,7 @@ def run_inverse_kinematics(setup_path, out=None, *, write: bool = True, progress
     r2 = InverseKinematicsResult(
         *stored_jit(_ik_solve, imp.model, *args, q_prev, *rest, name="ik_solve")
     )
-    better = np.asarray(r2.weighted_squared_error) < np.asarray(r.weighted_squared_error)
+    better = np.asarray(r2.cost) < np.asarray(r.cost)
     pick = lambda a, b: np.where(better.reshape((-1,) + (1,) * (np.ndim(a) - 1)), b, a)  # noqa
     res = InverseKinematicsResult(
         *(pick(np.asarray(getattr(r, f)), np.asarray(getattr(r2, f))) for f in _IK_FIELDS)
