@@ -76,10 +76,11 @@ def _markers_and_jacobian(kin, bodies, points):
 
 
 class InverseKinematicsResult(eqx.Module):
-    """``q`` (nt, nq) and per frame, over the markers with weight > 0: ``total_squared_error``
-    ``Σ ‖p − m‖²`` (m², unweighted: OpenSim's ``total_squared_error``, the first column of its
-    ``_ik_marker_errors.sto``, so that ``rms_error² · n = total_squared_error``), the RMS and max
-    marker error (m), per-marker errors (nt, nm; NaN where the weight is 0), whether the frame's
+    """``q`` (nt, nq) and per frame, over the markers with weight > 0 and a measurement:
+    ``total_squared_error`` ``Σ ‖p − m‖²`` (m², unweighted: OpenSim's ``total_squared_error``, the
+    first column of its ``_ik_marker_errors.sto``), the RMS marker error ``√(total / n)`` with n
+    every marker of weight > 0 (a missing one counts zero error: OpenSim's), the max marker
+    error (m), per-marker errors (nt, nm; NaN where missing or of weight 0), whether the frame's
     iteration converged (a step below ``xtol``, or no descent step left),
     ``weighted_squared_error`` ``Σ w ‖p − m‖²`` (m²), and ``cost``, the minimized objective
     (see the module docstring; m² and rad²)."""
@@ -188,17 +189,19 @@ def solve_inverse_kinematics(
         kind="checkpointed",
     )
 
-    def errors(q, m, w1, s1, cw1, cv1):
+    def errors(q, m, w1, applied1, s1, cw1, cv1):
         e = jnp.linalg.norm(marker_positions(model, q, bodies, points) - m, axis=1)
         on = w1 > 0
         tot = jnp.sum(jnp.where(on, e**2, 0.0))
-        rms = jnp.sqrt(tot / jnp.maximum(jnp.sum(on), 1))
+        # OpenSim's RMS divides by every applied marker, a missing one counting zero error
+        rms = jnp.sqrt(tot / jnp.maximum(jnp.sum(applied1), 1))
         mx = jnp.max(jnp.where(on, e, 0.0))
         weighted = jnp.sum(w1 * e**2)
         cost = weighted / s1 + jnp.sum(cw1 * (q - cv1) ** 2)
         return tot, rms, mx, jnp.where(on, e, jnp.nan), weighted, cost
 
-    tot, rms, mx, errs, weighted, cost = jax.vmap(errors)(q, mk, w, scale, cw, cv)
+    applied = jnp.asarray(weights, dtype=float) > 0
+    tot, rms, mx, errs, weighted, cost = jax.vmap(errors)(q, mk, w, applied, scale, cw, cv)
     done = done & jnp.all(jnp.isfinite(q), axis=1)
     return InverseKinematicsResult(q, tot, rms, mx, errs, done, weighted, cost)
 

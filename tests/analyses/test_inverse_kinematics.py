@@ -67,9 +67,11 @@ def test_coordinate_tasks_weigh_against_the_markers_mean_as_in_opensim():
     q_true = np.array([0.3, -0.2, 0.1, 0.4, -0.3])
     meas = np.asarray(marker_positions(CHAIN, q_true, BODIES, POINTS))[None]
     meas = meas + rng.normal(0.0, 0.02, meas.shape)  # an imperfect fit: the two terms compete
-    w = np.array([[1.0, 2.0, 1.0, 3.0, 1.0, 1.0, 1.0]])
-    cw, cv = np.zeros((1, 5)), np.zeros((1, 5))
-    cw[0, 1], cv[0, 1] = 0.5, 0.25
+    meas = np.concatenate([meas, meas])
+    meas[1, 2] = np.nan  # frame 1: marker 2 missing
+    w = np.array([[1.0, 2.0, 1.0, 3.0, 1.0, 1.0, 1.0]] * 2)
+    cw, cv = np.zeros((2, 5)), np.zeros((2, 5))
+    cw[:, 1], cv[:, 1] = 0.5, 0.25
     inf = np.full(5, np.inf)
     r = solve_inverse_kinematics(
         CHAIN, BODIES, POINTS, meas, w, np.zeros(5), -inf, inf, np.ones(5, bool), cw, cv
@@ -80,11 +82,16 @@ def test_coordinate_tasks_weigh_against_the_markers_mean_as_in_opensim():
         e2 = jnp.sum((marker_positions(CHAIN, q, BODIES, POINTS) - meas[0]) ** 2, axis=1)
         return jnp.sum(w[0] * e2) / norm + jnp.sum(cw[0] * (q - cv[0]) ** 2)
 
-    opensim = jax.grad(objective)(q, 2.0 * w.sum())
+    opensim = jax.grad(objective)(q, 2.0 * w[0].sum())
     plain = jax.grad(objective)(q, 1.0)
     assert float(jnp.max(jnp.abs(opensim))) < 1e-7  # the solve stops on steps below 1e-6
     assert float(jnp.max(jnp.abs(plain))) > 1e-3
-    np.testing.assert_allclose(r.cost[0], objective(q, 2.0 * w.sum()), rtol=1e-12)
+    np.testing.assert_allclose(r.cost[0], objective(q, 2.0 * w[0].sum()), rtol=1e-12)
+    # OpenSim's marker-error columns with a marker missing: its zero error counts in the RMS
+    e = np.asarray(r.marker_errors[1])
+    assert np.isnan(e[2])
+    np.testing.assert_allclose(r.total_squared_error[1], np.nansum(e**2), rtol=1e-13)
+    np.testing.assert_allclose(r.rms_error[1] ** 2 * 7, r.total_squared_error[1], rtol=1e-13)
 
 
 @pytest.mark.slow  # ~70 s under load 15 (compiles the solve's reverse mode)
