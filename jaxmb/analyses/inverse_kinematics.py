@@ -181,7 +181,7 @@ def solve_inverse_kinematics(
     r0, J0 = jax.vmap(linearize)(qs, *data)
     init = (qs, jnp.full((nt,), 1e-3), r0, J0, jnp.zeros((nt,), dtype=bool))
     # one loop over all frames, stopped when every frame has converged (at most ``iterations``)
-    q, _, _, _, done = eqx.internal.while_loop(
+    q, _, r, _, done = eqx.internal.while_loop(
         lambda c: ~jnp.all(c[4]),
         lambda c: jax.vmap(step)(*c, *data),
         init,
@@ -189,19 +189,18 @@ def solve_inverse_kinematics(
         kind="checkpointed",
     )
 
-    def errors(q, m, w1, applied1, s1, cw1, cv1):
+    def errors(q, m, w1, applied1):
         e = jnp.linalg.norm(marker_positions(model, q, bodies, points) - m, axis=1)
         on = w1 > 0
         tot = jnp.sum(jnp.where(on, e**2, 0.0))
         # OpenSim's RMS divides by every applied marker, a missing one counting zero error
         rms = jnp.sqrt(tot / jnp.maximum(jnp.sum(applied1), 1))
         mx = jnp.max(jnp.where(on, e, 0.0))
-        weighted = jnp.sum(w1 * e**2)
-        cost = weighted / s1 + jnp.sum(cw1 * (q - cv1) ** 2)
-        return tot, rms, mx, jnp.where(on, e, jnp.nan), weighted, cost
+        return tot, rms, mx, jnp.where(on, e, jnp.nan), jnp.sum(w1 * e**2)
 
     applied = jnp.asarray(weights, dtype=float) > 0
-    tot, rms, mx, errs, weighted, cost = jax.vmap(errors)(q, mk, w, applied, scale, cw, cv)
+    tot, rms, mx, errs, weighted = jax.vmap(errors)(q, mk, w, applied)
+    cost = jnp.sum(r**2, axis=1) / scale  # the carried residuals are those of the final q
     done = done & jnp.all(jnp.isfinite(q), axis=1)
     return InverseKinematicsResult(q, tot, rms, mx, errs, done, weighted, cost)
 

@@ -118,8 +118,7 @@ def ik_problem(setup: InverseKinematicsSetup, imp: OsimImport):
     )
 
 
-_IK_FIELDS = ("q", "total_squared_error", "rms_error", "max_error", "marker_errors", "converged",
-              "weighted_squared_error", "cost")  # fmt: skip
+_IK_FIELDS = tuple(f.name for f in dataclasses.fields(InverseKinematicsResult))
 
 
 def _ik_solve(*args):
