@@ -94,6 +94,40 @@ class JointSpec:
         )  # fmt: skip
 
 
+def _opensim_rotational(st: ET.Element):
+    """OpenSim 4.6's motion type of a CustomJoint's coordinate (``CustomJoint::
+    constructCoordinates``), as ``name -> rotational``: over rotation1–3 then translation1–3, an
+    axis the coordinate drives through a LinearFunction of slope ±1 makes it Rotational or
+    Translational (the last such axis decides); any other function makes it Coupled unless an
+    axis already decided. Only a Rotational coordinate is in degrees in OpenSim's motion files and
+    reports a ``_moment``; a Coupled one (e.g. a patella's, through splines) is neither."""
+    tas = {ta.get("name"): ta for ta in st.findall("TransformAxis")}
+    kinds: dict[str, str] = {}
+    for an in ("rotation1", "rotation2", "rotation3", "translation1", "translation2",
+               "translation3"):  # fmt: skip
+        ta = tas.get(an)
+        if ta is None:
+            continue
+        fel = next((c for c in ta if c.tag == "function" or c.get("name") == "function"), None)
+        if fel is None:
+            fel = next((c for c in ta if c.tag not in ("coordinates", "axis")), None)
+        if fel is not None and fel.tag == "function":  # a wrapper around the function
+            fel = next(iter(fel), None)
+        if fel is None:  # no function: jaxmb reads the axis as the coordinate itself
+            slope = 1.0
+        elif fel.tag == "LinearFunction":
+            coefficients = (child_text(fel, "coefficients") or "").split()
+            slope = float(coefficients[0]) if coefficients else None
+        else:
+            slope = None
+        for n in (child_text(ta, "coordinates") or "").split():
+            if slope in (1.0, -1.0):
+                kinds[n] = "rotational" if an.startswith("rotation") else "translational"
+            else:
+                kinds.setdefault(n, "coupled")
+    return lambda name: kinds.get(name) == "rotational"
+
+
 class OsimDocument:
     """A parsed ``.osim`` file (4.x or 3.0); ``where(what)`` prefixes messages with the file."""
 
@@ -378,16 +412,10 @@ class OsimDocument:
         cmap = {c.name: c for c in coords}
         if jtype == "CustomJoint":
             axes = self._axes(st, jname, cmap)
-            used_rot = {
-                n
-                for a in axes
-                if a.kind == "rotation" and a.coordinate
-                for n in ((a.coordinate,) if isinstance(a.coordinate, str) else a.coordinate)
-            }
-            coords = [
-                dataclasses.replace(c, rotational=c.name in used_rot) if not self._has_mt else c
-                for c in coords
-            ]
+            # OpenSim 4.6 decides from the transform axes, a 3.x <motion_type> notwithstanding
+            # (MoBL-ARMS' wrist deviation and flexion, written rotational, are Coupled)
+            rotational = _opensim_rotational(st)
+            coords = [dataclasses.replace(c, rotational=rotational(c.name)) for c in coords]
             return axes, coords
         spec = JOINT_AXES[jtype]
         n = 1 + max((k for _, _, k in spec), default=-1)
@@ -432,7 +460,6 @@ class OsimDocument:
         child, X_BM = self._frame_to_body(
             self._resolve(sc, jpath), frames, body_names, f"{j.tag} {jname!r} child frame"
         )
-        self._has_mt = False
         coords = [self._coordinate(c, jname, None) for c in j.findall("coordinates/Coordinate")]
         axes, coords = self._joint_body(jname, j.tag, coords, j.find("SpatialTransform"), j)
         return JointSpec(jname, j.tag, parent, child, X_PF, X_BM, coords, axes)
@@ -453,7 +480,6 @@ class OsimDocument:
 
         X_PF = homogeneous(body_fixed_xyz(vec("orientation_in_parent")), vec("location_in_parent"))
         X_BM = homogeneous(body_fixed_xyz(vec("orientation")), vec("location"))
-        self._has_mt = True
         coords = [
             self._coordinate(c, jname, None) for c in j.findall("CoordinateSet/objects/Coordinate")
         ]
