@@ -232,14 +232,16 @@ def test_gait10dof_inverse_kinematics_matches_published_and_fits_no_worse(tmp_pa
     assert (tmp_path / "subject01_walk_IK.mot").is_file()
 
 
-def _ik_references():
-    """tests/data/opensim_pipeline/make_ik_references.py, whose functions write the IK variants."""
-    spec = importlib.util.spec_from_file_location(
-        "make_ik_references", DATA / "opensim_pipeline" / "make_ik_references.py"
-    )
+def _references(name):
+    """tests/data/opensim_pipeline/<name>.py, whose functions write the setup variants."""
+    spec = importlib.util.spec_from_file_location(name, DATA / "opensim_pipeline" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _ik_references():
+    return _references("make_ik_references")
 
 
 @pytest.mark.slow
@@ -296,3 +298,44 @@ def test_static_trial_marker_errors_file_is_opensims(tmp_path):
 def test_gait10dof_unfiltered_inverse_dynamics_matches_opensim_46(tmp_path):
     run = run_inverse_dynamics(GAIT / "walk_Setup_ID_Unfiltered.xml", tmp_path)
     _compare_id(run, DATA / "opensim_pipeline" / "walk_id_unfiltered_opensim46.sto", 1e-8)
+
+
+def test_coupled_coordinate_gets_opensims_column_and_residual(tmp_path):
+    """leg6dof9musc's patella coordinate follows the knee by a CoordinateCouplerConstraint and
+    moves the patella through splines (OpenSim's motion type "Coupled", so its column is not in
+    degrees and is a ``_force``). OpenSim 4.6's InverseDynamicsTool reports every coordinate's
+    residual ignoring the constraints, in multibody tree order
+    (tests/data/opensim_pipeline/make_id_references.py): the same columns in the same order, each
+    within 1e-7 of its peak plus the file's 8 decimals (measured: knee 1.8e-10 of its peak, the
+    patella's 0.0165 N peak 5e-9 N off; folding the patella into the knee, as the model with its
+    constraint does, was 5.9e-4 of the knee's peak off and had no patella column)."""
+    refs = _references("make_id_references")
+    run = run_inverse_dynamics(refs.setup(tmp_path), tmp_path)
+    ref = read_storage(refs.REFERENCE)
+    assert list(run.labels) == list(ref.columns)
+    np.testing.assert_allclose(run.times, ref.time, atol=1e-8)
+    for j, lab in enumerate(run.labels):
+        err = np.max(np.abs(run.tau[:, j] - ref[lab]))
+        assert err <= 1e-7 * np.max(np.abs(ref[lab])) + 1e-8, (lab, err)
+    written = read_storage(tmp_path / "leg6dof9musc_ID.sto")
+    assert list(written.columns) == list(ref.columns)
+
+
+def test_ik_motion_has_every_opensim_coordinate(tmp_path):
+    """OpenSim's IK motion file lists every coordinate of the model in its CoordinateSet order,
+    coupled ones included. On markers OpenSim placed at poses it assembled (leg6dof9musc,
+    make_id_references.py, no noise) jaxmb's motion is those poses: each column, the patella's
+    coupled one too (not in degrees: OpenSim's "Coupled" motion type), within 1e-4 deg / 1e-6 m
+    (measured: 5.6e-8 deg, 8.8e-11 m, the patella's 2.3e-10; before, the .mot had no patella
+    column)."""
+    refs = _references("make_id_references")
+    run = run_inverse_kinematics(refs.ik_setup(tmp_path), tmp_path)
+    mot = read_storage(tmp_path / "leg6dof9musc_IK.mot")
+    ref = read_storage(refs.COORDINATES)
+    assert list(mot.columns) == list(ref.columns)
+    assert "knee_angle_pat_r" in mot.columns and "knee_angle_pat_r" not in run.coordinate_names
+    rows = np.searchsorted(ref.time, mot.time)
+    np.testing.assert_allclose(ref.time[rows], mot.time, atol=1e-9)
+    for c in ref.columns:
+        err = np.max(np.abs(mot[c] - ref[c][rows]))
+        assert err <= (1e-6 if c in ("pelvis_tx", "pelvis_ty") else 1e-4), (c, err)

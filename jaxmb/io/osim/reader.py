@@ -89,6 +89,7 @@ def read_osim(
     unsupported: str = "raise",
     locked: str = "hold",
     inertia: str = "opensim",
+    constraints: str = "apply",
 ) -> OsimImport:
     """Read an OpenSim model (4.x or 3.0 ``.osim``) into a jaxmb model plus the import's details.
 
@@ -103,6 +104,11 @@ def read_osim(
         locked: ``"hold"`` (default, OpenSim's meaning): a locked coordinate is held at its
             default value by the joint map and is not one of the model's coordinates;
             ``"free"``: locked coordinates stay coordinates (the lock is ignored).
+        constraints: ``"apply"`` (default): CoordinateCouplerConstraints and loop constraints
+            make coordinates dependent (the model's q are the independent ones); ``"ignore"``:
+            the ConstraintSet is not read, every OpenSim coordinate is a coordinate of the model
+            (a locked one too with ``locked="free"``), as OpenSim's InverseDynamicsTool sees the
+            model (it reports each coordinate's residual force ignoring the constraints).
         inertia: ``"opensim"`` (default): a 3.x file's ``inertia_xx`` … values and its joints'
             locations and orientations (in parent and child) rounded to 6 significant digits, as
             OpenSim 4.6's upgrade of the file does (so M and the poses are OpenSim's);
@@ -118,6 +124,8 @@ def read_osim(
         raise ValueError(f"locked must be 'hold' or 'free', got {locked!r}")
     if inertia not in ("opensim", "file"):
         raise ValueError(f"inertia must be 'opensim' or 'file', got {inertia!r}")
+    if constraints not in ("apply", "ignore"):
+        raise ValueError(f"constraints must be 'apply' or 'ignore', got {constraints!r}")
     P = OsimDocument(path, opensim_inertia_digits=inertia == "opensim")
     left_out: list[str] = []
 
@@ -185,7 +193,7 @@ def read_osim(
             raise OsimImportError(P.where(f"body {b!r} has no joint connecting it to the model"))
 
     # couplings
-    couplings = P.couplings(cnames, refuse)
+    couplings = P.couplings(cnames, refuse) if constraints == "apply" else []
     dep_names = {d for _, d, _, _, _ in couplings}
     held = [
         i
@@ -196,7 +204,7 @@ def read_osim(
     resolved = {cnames[i] for i in independent + held}
     coupling_order = []
     todo = list(couplings)
-    frames = frame_constraint_specs(P)
+    frames = frame_constraint_specs(P) if constraints == "apply" else []
     if frames:  # every coupling is one more equation of the loops' implicit map
         coupling_order, todo = todo, []
     while todo:
@@ -365,6 +373,7 @@ def read_osim(
         coupled=coupled,
         locked=tuple(c.name for c in coords if c.locked),
         prescribed=prescribed,
+        tree_order=tuple(c.name for j in order for c in j.coordinates),
         left_out=tuple(left_out),
         euler_rotations=tuple(c.name for c in coords if c.name in euler),
         constrained=loop_dependent,

@@ -381,6 +381,9 @@ class OsimImport:
         constrained: ``{coordinate: constraint names}`` of the coordinates that closed loops
             (Weld, Point, PointOnLine, ConstantDistance constraints) make dependent.
         prescribed: the coordinates whose motion follows a function of time (``model.prescribed``).
+        tree_order: every OpenSim coordinate in OpenSim 4.6's multibody tree order
+            (``Model::getCoordinatesInMultibodyTreeOrder``: the joints level by level from the
+            ground, in file order within a level), the column order of its tools' outputs.
     """
 
     model: Model
@@ -397,6 +400,7 @@ class OsimImport:
     euler_rotations: tuple[str, ...] = ()
     constrained: dict[str, str] = dataclasses.field(default_factory=dict)
     prescribed: tuple[str, ...] = ()
+    tree_order: tuple[str, ...] = ()
 
     def point_in_model(self, body: str, location) -> tuple[int, np.ndarray]:
         """``(jaxmb body index, position in that body's frame)`` of a point on an OpenSim body."""

@@ -25,7 +25,9 @@ __all__ = ["InverseDynamicsRun", "generalized_force_labels", "run_inverse_dynami
 class InverseDynamicsRun:
     """What :func:`run_inverse_dynamics` computed and wrote.
 
-    ``tau`` (nt, nq) N·m / N at ``times``; ``labels`` OpenSim's column names
+    ``tau`` (nt, nc) N·m / N at ``times``, one column per OpenSim coordinate (coupled, loop and
+    locked ones included: OpenSim's residual forces ignoring the constraints) in OpenSim 4.6's
+    column order (multibody tree order); ``labels`` OpenSim's column names
     (``<coordinate>_moment`` / ``_force``); ``output`` the .sto written (None when not written);
     ``seconds`` wall time of the compiled solve.
     """
@@ -40,11 +42,21 @@ class InverseDynamicsRun:
 
 
 def generalized_force_labels(imp: OsimImport) -> tuple[str, ...]:
-    """OpenSim's ID column labels for the model's coordinates."""
+    """OpenSim's ID column labels for the model's coordinates (in the model's order)."""
     return tuple(
         f"{n}_{'moment' if r else 'force'}"
         for n, r in zip(imp.model.coordinate_names, imp.rotational, strict=True)
     )
+
+
+def _tree_order(imp: OsimImport) -> np.ndarray:
+    """The model's coordinates reordered as OpenSim 4.6's InverseDynamicsTool writes them
+    (multibody tree order, :attr:`OsimImport.tree_order`), as indices into the model's."""
+    names = list(imp.model.coordinate_names)
+    order = [n for n in imp.tree_order if n in names]
+    if sorted(order) != sorted(names):  # (an import without the order: the model's own)
+        return np.arange(len(names))
+    return np.asarray([names.index(n) for n in order])
 
 
 def _check_excluded(setup: InverseDynamicsSetup, imp: OsimImport) -> None:
@@ -63,13 +75,19 @@ def run_inverse_dynamics(
 ) -> InverseDynamicsRun:
     """Run an InverseDynamicsTool setup: coordinates filtered and splined as OpenSim does,
     external loads applied, generalized forces written as ``<out>/<output_gen_force_file>``
-    (``out`` defaults to the setup's results directory)."""
+    (``out`` defaults to the setup's results directory). As OpenSim's tool, every coordinate of
+    the model gets a column, its residual force with the constraints ignored: a coupled, loop or
+    locked coordinate moves as its column of the coordinates file says (its default value when
+    the file has none), not as its constraint would move it."""
     say = progress or (lambda msg: None)
     setup = read_inverse_dynamics_setup(setup_path)
     check_exists(setup.model_file, "model_file", setup.path)
     check_exists(setup.coordinates_file, "coordinates_file", setup.path)
     say(f"reading {setup.model_file.name}")
-    imp = read_model(setup.model_file)
+    # OpenSim's tool reports every coordinate's residual force ignoring the constraints (Simbody's
+    # calcResidualForceIgnoringConstraints), each coordinate moving as the file says: the model
+    # with its constraints not applied and its locked coordinates free is that system
+    imp = read_model(setup.model_file, locked="free", constraints="ignore")
     _check_excluded(setup, imp)
     coords = trial_coordinates(setup.coordinates_file, imp, setup.lowpass_cutoff, setup.time_range)
     loads = ()
@@ -96,7 +114,9 @@ def run_inverse_dynamics(
     if not np.all(np.isfinite(tau)):
         bad = coords.times[~np.all(np.isfinite(tau), axis=1)]
         raise SetupError(f"{setup.path}: non-finite generalized forces at t = {bad[:5]} s")
-    labels = generalized_force_labels(imp)
+    order = _tree_order(imp)
+    tau = tau[:, order]
+    labels = tuple(np.asarray(generalized_force_labels(imp))[order])
     path = None
     if write:
         d = Path(out) if out is not None else setup.results_directory

@@ -1,5 +1,6 @@
 """An OpenSim InverseKinematicsTool setup run by jaxmb (``jaxmb inverse-kinematics SETUP.xml``):
-every frame in one batched Levenberg–Marquardt solve; writes the ``.mot`` (degrees) and
+every frame in one batched Levenberg–Marquardt solve; writes the ``.mot`` (degrees; every OpenSim
+coordinate, coupled and locked ones included, in the model's CoordinateSet order) and
 ``<name>_ik_marker_errors.sto`` as OpenSim does."""
 
 from __future__ import annotations
@@ -8,6 +9,8 @@ import dataclasses
 import time as _time
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from ...analyses import InverseKinematicsResult, solve_inverse_kinematics
@@ -128,6 +131,21 @@ def _ik_solve(*args):
     return tuple(getattr(r, f) for f in _IK_FIELDS)
 
 
+def _full_coordinates(model, q):
+    return jax.vmap(model.joint_map.full_coordinates)(q)
+
+
+def _all_coordinates(imp: OsimImport, q: np.ndarray) -> tuple[tuple[str, ...], np.ndarray]:
+    """Every OpenSim coordinate's name and values (nt, nc) in the model's CoordinateSet order, as
+    OpenSim's IK motion file has them: coupled, loop and locked coordinates through the joint
+    map (a stored program when there are any)."""
+    names = tuple(c.name for c in imp.coordinates)
+    if names == tuple(imp.model.coordinate_names):
+        return names, q
+    full = stored_jit(_full_coordinates, imp.model, jnp.asarray(q), name="ik_full_coordinates")
+    return names, np.asarray(full)
+
+
 def run_inverse_kinematics(setup_path, out=None, *, write: bool = True, progress=None):
     """Run an InverseKinematicsTool setup (see the module docstring)."""
     say = progress or (lambda msg: None)
@@ -163,12 +181,14 @@ def run_inverse_kinematics(setup_path, out=None, *, write: bool = True, progress
     if write:
         d = Path(out) if out is not None else setup.results_directory
         d.mkdir(parents=True, exist_ok=True)
-        rot = np.asarray(imp.rotational)
-        qd = np.where(rot[None, :], np.rad2deg(q), q)
+        names_all, values = _all_coordinates(imp, q)
+        rot = {c.name: c.rotational for c in imp.coordinates}
+        rot = np.asarray([rot[n] for n in names_all])
+        qd = np.where(rot[None, :], np.rad2deg(values), values)
         outs.append(
             write_storage(
                 d / setup.output_motion_file.name,
-                Storage(times, qd, tuple(imp.model.coordinate_names), True, "Coordinates"),
+                Storage(times, qd, names_all, True, "Coordinates"),
             )
         )
         if setup.report_errors:

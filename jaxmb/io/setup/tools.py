@@ -231,11 +231,15 @@ def read_static_optimization_setup(path: str | Path) -> StaticOptimizationSetup:
     )
 
 
-def read_model(model_file: Path, directory: str | Path | None = None) -> OsimImport:
-    """A setup's ``.osim`` model, imported (:func:`~jaxmb.io.osim.read_osim`) and kept for later
-    runs with the same file (:func:`~jaxmb.io.stored_programs.stored_value`, ``directory``
-    overriding where): an import is ~0.1–0.2 s of Python per run."""
-    return stored_value(lambda: read_osim(model_file), name="osim_import", files=(model_file,),
+def read_model(
+    model_file: Path, directory: str | Path | None = None, **options: str
+) -> OsimImport:
+    """A setup's ``.osim`` model, imported (:func:`~jaxmb.io.osim.read_osim` with ``options``,
+    e.g. ``constraints="ignore"``) and kept for later runs with the same file and options
+    (:func:`~jaxmb.io.stored_programs.stored_value`, ``directory`` overriding where): an import is
+    ~0.1–0.2 s of Python per run."""
+    return stored_value(lambda: read_osim(model_file, **options), name="osim_import",
+                        files=(model_file,), params=tuple(sorted(options.items())),
                         directory=directory)  # fmt: skip
 
 
