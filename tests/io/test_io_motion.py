@@ -109,10 +109,13 @@ def test_write_mot_degrees_for_rotational_coordinates(tmp_path):
         scale = 180.0 / math.pi if rot[n] else 1.0
         np.testing.assert_allclose(s[n], q[:, k] * scale, rtol=1e-15)
         np.testing.assert_allclose(s[f"{n}_u"], qd[:, k] * scale, rtol=1e-15)
-    # with the import: every OpenSim coordinate, the coupled patella angle included
+    # with the import: every OpenSim coordinate, the coupled patella angle included; it follows
+    # the knee one to one but turns the patella through splines, so OpenSim calls it "Coupled"
+    # and writes it unscaled (radians) beside the knee's degrees
     s2 = read_storage(write_mot(tmp_path / "full.mot", (ts, q), imp))
     assert s2.columns == tuple(c.name for c in imp.coordinates)
-    np.testing.assert_allclose(s2["knee_angle_pat_r"], s2["knee_angle_r"], rtol=1e-15)
+    assert not rot["knee_angle_pat_r"]
+    np.testing.assert_allclose(s2["knee_angle_pat_r"], np.deg2rad(s2["knee_angle_r"]), rtol=1e-14)
 
 
 def test_trc_hand_written_and_round_trip(tmp_path):
