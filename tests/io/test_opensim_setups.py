@@ -13,7 +13,7 @@ from helpers import DATA, PACKAGE_DATA
 
 from jaxmb.analyses import marker_positions
 from jaxmb.io import read_osim
-from jaxmb.io.motion import read_storage
+from jaxmb.io.motion import read_storage, read_trc
 from jaxmb.io.setup import (
     SetupError,
     ik_problem,
@@ -199,9 +199,10 @@ def test_gait10dof_static_optimization_matches_opensim_46(tmp_path):
     _compare_so(run, DATA / "opensim_pipeline" / "walk_so_opensim46_activation.sto", 0.02, 0.05)
 
 
-def _coordinates_within_tolerance(run, ref, imp):
+def _coordinates_within_tolerance(run, ref, imp, degrees=0.2, metres=2e-4):
     """OpenSim's motion ``ref`` (degrees for rotational coordinates) in jaxmb's units, after
-    asserting the issue's bound on ``run.q``: 0.2° (rotational), 0.2 mm (translational)."""
+    asserting the issue's bound on ``run.q`` (unless given): 0.2° (rotational), 0.2 mm
+    (translational)."""
     rot = np.asarray(imp.rotational)
     qref = np.stack(
         [
@@ -211,7 +212,7 @@ def _coordinates_within_tolerance(run, ref, imp):
         axis=1,
     )
     d = np.abs(run.q - qref)
-    assert np.max(d[:, rot]) <= np.deg2rad(0.2) and np.max(d[:, ~rot]) <= 2e-4
+    assert np.max(d[:, rot]) <= np.deg2rad(degrees) and np.max(d[:, ~rot]) <= metres
     return qref
 
 
@@ -327,9 +328,18 @@ def test_ik_motion_has_every_opensim_coordinate(tmp_path):
     make_id_references.py, no noise) jaxmb's motion is those poses: each column, the patella's
     coupled one too (not in degrees: OpenSim's "Coupled" motion type), within 1e-4 deg / 1e-6 m
     (measured: 5.6e-8 deg, 8.8e-11 m, the patella's 2.3e-10; before, the .mot had no patella
-    column)."""
+    column). With ``report_marker_locations`` the model's markers at the solution are written as
+    OpenSim writes them (before, the flag was ignored)."""
     refs = _references("make_id_references")
-    run = run_inverse_kinematics(refs.ik_setup(tmp_path), tmp_path)
+    setup = refs.ik_setup(tmp_path)
+    setup.write_text(
+        setup.read_text().replace(
+            "<report_errors>true</report_errors>",
+            "<report_errors>true</report_errors>"
+            "<report_marker_locations>true</report_marker_locations>",
+        )
+    )
+    run = run_inverse_kinematics(setup, tmp_path)
     mot = read_storage(tmp_path / "leg6dof9musc_IK.mot")
     ref = read_storage(refs.COORDINATES)
     assert list(mot.columns) == list(ref.columns)
@@ -339,3 +349,27 @@ def test_ik_motion_has_every_opensim_coordinate(tmp_path):
     for c in ref.columns:
         err = np.max(np.abs(mot[c] - ref[c][rows]))
         assert err <= (1e-6 if c in ("pelvis_tx", "pelvis_ty") else 1e-4), (c, err)
+
+    # OpenSim 4.6's own IK of these markers (accuracy 1e-5) stops short: it misses the motion
+    # they came from by up to 0.48 deg (hip flexion) and 0.43 mm (pelvis_ty), marker RMS up to
+    # 0.34 mm; its weighted marker error is no lower than jaxmb's at any frame
+    osim = read_storage(refs.IK_REFERENCE)
+    assert list(osim.columns) == list(mot.columns)
+    imp = read_osim(refs.MODEL)
+    qref = _coordinates_within_tolerance(run, osim, imp, degrees=0.5, metres=5e-4)
+    _, _, bodies, points, meas, w, *_ = ik_problem(run.setup, imp)
+
+    def weighted(q, m):
+        p = marker_positions(imp.model, q, bodies, jnp.asarray(points))
+        return jnp.sum(jnp.asarray(w) * jnp.sum((p - m) ** 2, axis=1))
+
+    cost = jax.vmap(weighted)(jnp.asarray(qref), jnp.asarray(meas))
+    assert np.all(np.asarray(run.result.weighted_squared_error) <= np.asarray(cost))
+    # report_marker_locations: OpenSim's <name>_ik_model_marker_locations.sto, the model's
+    # markers in ground (m) at the solution, here the markers' own positions (measured 1.1e-10 m)
+    loc = read_storage(tmp_path / "leg6dof9musc_ik_model_marker_locations.sto")
+    trc = read_trc(refs.MARKERS)
+    assert list(loc.columns) == [f"{n}_{a}" for n in trc.markers for a in ("tx", "ty", "tz")]
+    at = np.searchsorted(trc.time, loc.time - 1e-9)
+    xyz = np.stack([loc[c] for c in loc.columns], axis=1).reshape(len(loc.time), -1, 3)
+    assert np.max(np.abs(xyz - trc.positions[at] * 1e-3)) <= 1e-8

@@ -1,7 +1,9 @@
 """An OpenSim InverseKinematicsTool setup run by jaxmb (``jaxmb inverse-kinematics SETUP.xml``):
 every frame in one batched Levenberg–Marquardt solve; writes the ``.mot`` (degrees; every OpenSim
-coordinate, coupled and locked ones included, in the model's CoordinateSet order) and
-``<name>_ik_marker_errors.sto`` as OpenSim does."""
+coordinate, coupled and locked ones included, in the model's CoordinateSet order),
+``<name>_ik_marker_errors.sto`` and, with ``report_marker_locations``,
+``<name>_ik_model_marker_locations.sto`` (the model's markers in ground at the solution, m) as
+OpenSim does."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ...analyses import InverseKinematicsResult, solve_inverse_kinematics
+from ...analyses import InverseKinematicsResult, marker_positions, solve_inverse_kinematics
 from ..motion import MotionFileError, Storage, read_trc, write_storage
 from ..osim import OsimImport
 from ..stored_programs import stored_jit
@@ -131,6 +133,10 @@ def _ik_solve(*args):
     return tuple(getattr(r, f) for f in _IK_FIELDS)
 
 
+def _marker_locations(model, q, bodies, points):
+    return jax.vmap(lambda q1: marker_positions(model, q1, bodies, points))(q)
+
+
 def _full_coordinates(model, q):
     return jax.vmap(model.joint_map.full_coordinates)(q)
 
@@ -191,6 +197,24 @@ def run_inverse_kinematics(setup_path, out=None, *, write: bool = True, progress
                 Storage(times, qd, names_all, True, "Coordinates"),
             )
         )
+        if setup.report_marker_locations:
+            xyz = stored_jit(
+                _marker_locations, imp.model, jnp.asarray(q), bodies, jnp.asarray(points),
+                name="ik_marker_locations",
+            )  # fmt: skip
+            labels = tuple(f"{n}_{a}" for n in names for a in ("tx", "ty", "tz"))
+            outs.append(
+                write_storage(
+                    d / f"{setup.name}_ik_model_marker_locations.sto",
+                    Storage(
+                        times,
+                        np.asarray(xyz).reshape(times.shape[0], -1),
+                        labels,
+                        False,
+                        "Model Marker Locations from IK",
+                    ),
+                )
+            )
         if setup.report_errors:
             err = np.column_stack([res.total_squared_error, res.rms_error, res.max_error])
             outs.append(

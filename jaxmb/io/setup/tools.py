@@ -57,6 +57,7 @@ class InverseKinematicsSetup:
     constraint_weight: float
     accuracy: float
     tasks: tuple[IKTask, ...]
+    report_marker_locations: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,6 +159,7 @@ def read_inverse_kinematics_setup(path: str | Path) -> InverseKinematicsSetup:
         constraint_weight=x.number(el, "constraint_weight", math.inf),
         accuracy=x.number(el, "accuracy", 1e-5),
         tasks=tuple(tasks),
+        report_marker_locations=x.flag(el, "report_marker_locations", False),
     )
 
 

@@ -12,7 +12,9 @@ the patella through splines (OpenSim's motion type "Coupled"). Writes, beside th
 - leg6dof9musc_id_opensim46.sto: OpenSim's InverseDynamicsTool on it (0.1–0.9 s, low-pass 6 Hz,
   muscles excluded), the setup of :func:`setup`;
 - leg6dof9musc_markers.trc: the model's 12 markers in ground at those poses (OpenSim's
-  ``getLocationInGround``, mm, no noise), for the inverse-kinematics setup of :func:`ik_setup`.
+  ``getLocationInGround``, mm, no noise), for the inverse-kinematics setup of :func:`ik_setup`;
+- leg6dof9musc_ik_opensim46.mot: OpenSim's InverseKinematicsTool on those markers (its default
+  accuracy 1e-5).
 """
 
 import math
@@ -26,6 +28,7 @@ MODEL = HERE.parent / "osim" / "leg6dof9musc.osim"
 COORDINATES = HERE / "leg6dof9musc_coordinates.mot"
 REFERENCE = HERE / "leg6dof9musc_id_opensim46.sto"
 MARKERS = HERE / "leg6dof9musc_markers.trc"
+IK_REFERENCE = HERE / "leg6dof9musc_ik_opensim46.mot"
 
 
 def setup(directory) -> Path:
@@ -143,7 +146,13 @@ def main() -> int:
         tool.setResultsDir(d)
         tool.run()
         shutil.copy(Path(d) / "leg6dof9musc_ID.sto", REFERENCE)
-    print(f"wrote {COORDINATES.name}, {REFERENCE.name}, {MARKERS.name}")
+    with tempfile.TemporaryDirectory() as d:
+        tool = osim.InverseKinematicsTool(str(ik_setup(d)))
+        tool.setResultsDir(d)
+        tool.setOutputMotionFileName(str(Path(d) / "leg6dof9musc_IK.mot"))
+        tool.run()
+        shutil.copy(Path(d) / "leg6dof9musc_IK.mot", IK_REFERENCE)
+    print(f"wrote {COORDINATES.name}, {REFERENCE.name}, {MARKERS.name}, {IK_REFERENCE.name}")
     return 0
 
 
