@@ -298,7 +298,11 @@ def test_static_trial_marker_errors_file_is_opensims(tmp_path):
 @pytest.mark.slow
 def test_gait10dof_unfiltered_inverse_dynamics_matches_opensim_46(tmp_path):
     run = run_inverse_dynamics(GAIT / "walk_Setup_ID_Unfiltered.xml", tmp_path)
-    _compare_id(run, DATA / "opensim_pipeline" / "walk_id_unfiltered_opensim46.sto", 1e-8)
+    ref = DATA / "opensim_pipeline" / "walk_id_unfiltered_opensim46.sto"
+    _compare_id(run, ref, 1e-8)
+    # OpenSim 4.6's column order, multibody tree order (the published file, from an older
+    # OpenSim, lists the model's CoordinateSet order: hip, knee, ankle of one side first)
+    assert list(run.labels) == list(read_storage(ref).columns)
 
 
 def test_coupled_coordinate_gets_opensims_column_and_residual(tmp_path):

@@ -188,8 +188,8 @@ def run_inverse_kinematics(setup_path, out=None, *, write: bool = True, progress
         d = Path(out) if out is not None else setup.results_directory
         d.mkdir(parents=True, exist_ok=True)
         names_all, values = _all_coordinates(imp, q)
-        rot = {c.name: c.rotational for c in imp.coordinates}
-        rot = np.asarray([rot[n] for n in names_all])
+        rotational = {c.name: c.rotational for c in imp.coordinates}
+        rot = np.asarray([rotational[n] for n in names_all])
         qd = np.where(rot[None, :], np.rad2deg(values), values)
         outs.append(
             write_storage(
