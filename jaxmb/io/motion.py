@@ -305,13 +305,17 @@ def write_mot(
         raise MotionFileError(f"{path}: speeds=True needs the trajectory's qd")
     if isinstance(model, OsimImport):
         jm = model.model.joint_map
-        full = jax.jit(jax.vmap(jm.full_coordinates))
-        values = np.asarray(full(jnp.asarray(q)))
         names = tuple(c.name for c in model.coordinates)
         rot = np.array([c.rotational for c in model.coordinates])
-        if speeds:
-            jvp = jax.jit(jax.vmap(lambda a, b: jax.jvp(jm.full_coordinates, (a,), (b,))[1]))
-            vel = np.asarray(jvp(jnp.asarray(q), jnp.asarray(qd, dtype=float)))
+        if names == tuple(model.model.coordinate_names):  # no coupled, loop or locked ones
+            values = q
+            vel = np.asarray(qd, dtype=float) if speeds else None
+        else:
+            full = jax.jit(jax.vmap(jm.full_coordinates))
+            values = np.asarray(full(jnp.asarray(q)))
+            if speeds:
+                jvp = jax.vmap(lambda a, b: jax.jvp(jm.full_coordinates, (a,), (b,))[1])
+                vel = np.asarray(jax.jit(jvp)(jnp.asarray(q), jnp.asarray(qd, dtype=float)))
         label = name or model.model.name
     else:
         if q.shape[1] != model.nq:

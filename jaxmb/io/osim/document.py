@@ -94,35 +94,21 @@ class JointSpec:
         )  # fmt: skip
 
 
-def _opensim_rotational(st: ET.Element):
+def _opensim_rotational(axes: list[TransformAxisSpec]):
     """OpenSim 4.6's motion type of a CustomJoint's coordinate (``CustomJoint::
     constructCoordinates``), as ``name -> rotational``: over rotation1–3 then translation1–3, an
     axis the coordinate drives through a LinearFunction of slope ±1 makes it Rotational or
     Translational (the last such axis decides); any other function makes it Coupled unless an
     axis already decided. Only a Rotational coordinate is in degrees in OpenSim's motion files and
     reports a ``_moment``; a Coupled one (e.g. a patella's, through splines) is neither."""
-    tas = {ta.get("name"): ta for ta in st.findall("TransformAxis")}
+    order = ("rotation1", "rotation2", "rotation3", "translation1", "translation2", "translation3")
     kinds: dict[str, str] = {}
-    for an in ("rotation1", "rotation2", "rotation3", "translation1", "translation2",
-               "translation3"):  # fmt: skip
-        ta = tas.get(an)
-        if ta is None:
-            continue
-        fel = next((c for c in ta if c.tag == "function" or c.get("name") == "function"), None)
-        if fel is None:
-            fel = next((c for c in ta if c.tag not in ("coordinates", "axis")), None)
-        if fel is not None and fel.tag == "function":  # a wrapper around the function
-            fel = next(iter(fel), None)
-        if fel is None:  # no function: jaxmb reads the axis as the coordinate itself
-            slope = 1.0
-        elif fel.tag == "LinearFunction":
-            coefficients = (child_text(fel, "coefficients") or "").split()
-            slope = float(coefficients[0]) if coefficients else None
-        else:
-            slope = None
-        for n in (child_text(ta, "coordinates") or "").split():
-            if slope in (1.0, -1.0):
-                kinds[n] = "rotational" if an.startswith("rotation") else "translational"
+    for a in sorted((a for a in axes if a.coordinate), key=lambda a: order.index(a.label)):
+        f = a.function  # (an axis without a function element is read as LinearFunction(1, 0))
+        pure = isinstance(f, LinearFunction) and float(f.slope) in (1.0, -1.0)
+        for n in (a.coordinate,) if isinstance(a.coordinate, str) else a.coordinate:
+            if pure:
+                kinds[n] = "rotational" if a.kind == "rotation" else "translational"
             else:
                 kinds.setdefault(n, "coupled")
     return lambda name: kinds.get(name) == "rotational"
@@ -414,7 +400,7 @@ class OsimDocument:
             axes = self._axes(st, jname, cmap)
             # OpenSim 4.6 decides from the transform axes, a 3.x <motion_type> notwithstanding
             # (MoBL-ARMS' wrist deviation and flexion, written rotational, are Coupled)
-            rotational = _opensim_rotational(st)
+            rotational = _opensim_rotational(axes)
             coords = [dataclasses.replace(c, rotational=rotational(c.name)) for c in coords]
             return axes, coords
         spec = JOINT_AXES[jtype]

@@ -53,10 +53,7 @@ def _tree_order(imp: OsimImport) -> np.ndarray:
     """The model's coordinates reordered as OpenSim 4.6's InverseDynamicsTool writes them
     (multibody tree order, :attr:`OsimImport.tree_order`), as indices into the model's."""
     names = list(imp.model.coordinate_names)
-    order = [n for n in imp.tree_order if n in names]
-    if sorted(order) != sorted(names):  # (an import without the order: the model's own)
-        return np.arange(len(names))
-    return np.asarray([names.index(n) for n in order])
+    return np.asarray([names.index(n) for n in imp.tree_order if n in names])
 
 
 def _check_excluded(setup: InverseDynamicsSetup, imp: OsimImport) -> None:

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ...analyses import InverseKinematicsResult, marker_positions, solve_inverse_kinematics
-from ..motion import MotionFileError, Storage, read_trc, write_storage
+from ..motion import MotionFileError, Storage, read_trc, write_mot, write_storage
 from ..osim import OsimImport
 from ..stored_programs import stored_jit
 from .coordinates import raw_coordinates
@@ -137,21 +137,6 @@ def _marker_locations(model, q, bodies, points):
     return jax.vmap(lambda q1: marker_positions(model, q1, bodies, points))(q)
 
 
-def _full_coordinates(model, q):
-    return jax.vmap(model.joint_map.full_coordinates)(q)
-
-
-def _all_coordinates(imp: OsimImport, q: np.ndarray) -> tuple[tuple[str, ...], np.ndarray]:
-    """Every OpenSim coordinate's name and values (nt, nc) in the model's CoordinateSet order, as
-    OpenSim's IK motion file has them: coupled, loop and locked coordinates through the joint
-    map (a stored program when there are any)."""
-    names = tuple(c.name for c in imp.coordinates)
-    if names == tuple(imp.model.coordinate_names):
-        return names, q
-    full = stored_jit(_full_coordinates, imp.model, jnp.asarray(q), name="ik_full_coordinates")
-    return names, np.asarray(full)
-
-
 def run_inverse_kinematics(setup_path, out=None, *, write: bool = True, progress=None):
     """Run an InverseKinematicsTool setup (see the module docstring)."""
     say = progress or (lambda msg: None)
@@ -187,16 +172,10 @@ def run_inverse_kinematics(setup_path, out=None, *, write: bool = True, progress
     if write:
         d = Path(out) if out is not None else setup.results_directory
         d.mkdir(parents=True, exist_ok=True)
-        names_all, values = _all_coordinates(imp, q)
-        rotational = {c.name: c.rotational for c in imp.coordinates}
-        rot = np.asarray([rotational[n] for n in names_all])
-        qd = np.where(rot[None, :], np.rad2deg(values), values)
-        outs.append(
-            write_storage(
-                d / setup.output_motion_file.name,
-                Storage(times, qd, names_all, True, "Coordinates"),
-            )
-        )
+        # every OpenSim coordinate (coupled, loop and locked ones through the joint map), degrees
+        # for the rotational ones, as OpenSim's IK motion file
+        motion = d / setup.output_motion_file.name
+        outs.append(write_mot(motion, (times, q), imp, name="Coordinates"))
         if setup.report_marker_locations:
             xyz = stored_jit(
                 _marker_locations, imp.model, jnp.asarray(q), bodies, jnp.asarray(points),

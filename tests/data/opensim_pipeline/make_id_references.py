@@ -31,24 +31,30 @@ MARKERS = HERE / "leg6dof9musc_markers.trc"
 IK_REFERENCE = HERE / "leg6dof9musc_ik_opensim46.mot"
 
 
+def _setup_file(directory, filename: str, tool: str, elements: list[str]) -> Path:
+    """``<tool name="leg6dof9musc">`` holding ``elements`` (XML strings), as an OpenSim document
+    ``directory/filename``."""
+    body = "".join(f"\t\t{e}\n" for e in elements)
+    path = Path(directory) / filename
+    path.write_text(
+        '<?xml version="1.0" encoding="UTF-8" ?>\n<OpenSimDocument Version="40000">\n'
+        f'\t<{tool} name="leg6dof9musc">\n{body}\t</{tool}>\n</OpenSimDocument>\n'
+    )
+    return path
+
+
 def setup(directory) -> Path:
     """An InverseDynamicsTool setup for the trial above, written to ``directory``."""
-    path = Path(directory) / "leg6dof9musc_Setup_ID.xml"
-    path.write_text(f"""<?xml version="1.0" encoding="UTF-8" ?>
-<OpenSimDocument Version="40000">
-\t<InverseDynamicsTool name="leg6dof9musc">
-\t\t<results_directory>results</results_directory>
-\t\t<model_file>{MODEL}</model_file>
-\t\t<time_range> 0.1 0.9</time_range>
-\t\t<forces_to_exclude> Muscles</forces_to_exclude>
-\t\t<external_loads_file></external_loads_file>
-\t\t<coordinates_file>{COORDINATES}</coordinates_file>
-\t\t<lowpass_cutoff_frequency_for_coordinates>6</lowpass_cutoff_frequency_for_coordinates>
-\t\t<output_gen_force_file>leg6dof9musc_ID.sto</output_gen_force_file>
-\t</InverseDynamicsTool>
-</OpenSimDocument>
-""")
-    return path
+    return _setup_file(directory, "leg6dof9musc_Setup_ID.xml", "InverseDynamicsTool", [
+        "<results_directory>results</results_directory>",
+        f"<model_file>{MODEL}</model_file>",
+        "<time_range> 0.1 0.9</time_range>",
+        "<forces_to_exclude> Muscles</forces_to_exclude>",
+        "<external_loads_file></external_loads_file>",
+        f"<coordinates_file>{COORDINATES}</coordinates_file>",
+        "<lowpass_cutoff_frequency_for_coordinates>6</lowpass_cutoff_frequency_for_coordinates>",
+        "<output_gen_force_file>leg6dof9musc_ID.sto</output_gen_force_file>",
+    ])  # fmt: skip
 
 
 def ik_setup(directory) -> Path:
@@ -60,23 +66,17 @@ def ik_setup(directory) -> Path:
         f'<IKMarkerTask name="{n}"><apply>true</apply><weight>1</weight></IKMarkerTask>'
         for n in names
     )
-    path = Path(directory) / "leg6dof9musc_Setup_IK.xml"
-    path.write_text(f"""<?xml version="1.0" encoding="UTF-8" ?>
-<OpenSimDocument Version="40000">
-\t<InverseKinematicsTool name="leg6dof9musc">
-\t\t<results_directory>results</results_directory>
-\t\t<model_file>{MODEL}</model_file>
-\t\t<constraint_weight>Inf</constraint_weight>
-\t\t<accuracy>1e-05</accuracy>
-\t\t<IKTaskSet name="tasks"><objects>{tasks}</objects><groups /></IKTaskSet>
-\t\t<marker_file>{MARKERS}</marker_file>
-\t\t<time_range> 0 1</time_range>
-\t\t<report_errors>true</report_errors>
-\t\t<output_motion_file>leg6dof9musc_IK.mot</output_motion_file>
-\t</InverseKinematicsTool>
-</OpenSimDocument>
-""")
-    return path
+    return _setup_file(directory, "leg6dof9musc_Setup_IK.xml", "InverseKinematicsTool", [
+        "<results_directory>results</results_directory>",
+        f"<model_file>{MODEL}</model_file>",
+        "<constraint_weight>Inf</constraint_weight>",
+        "<accuracy>1e-05</accuracy>",
+        f'<IKTaskSet name="tasks"><objects>{tasks}</objects><groups /></IKTaskSet>',
+        f"<marker_file>{MARKERS}</marker_file>",
+        "<time_range> 0 1</time_range>",
+        "<report_errors>true</report_errors>",
+        "<output_motion_file>leg6dof9musc_IK.mot</output_motion_file>",
+    ])  # fmt: skip
 
 
 def coordinates() -> None:
